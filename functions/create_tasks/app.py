@@ -1,0 +1,55 @@
+"""CreateTasks: writes PENDING tasks, from the EventBridge schedule, a direct invoke or a user's system.
+
+Input (every field optional): {"queue": "work", "count": 1, "priority": 0, "ttlSeconds": DEFAULT_TTL_SECONDS,
+"payload": {}, "maxAttempts": MAX_ATTEMPTS, "delaySeconds": 0, "taskIds": [...]}.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.services import Services
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@functools.cache
+def services() -> Services:
+    return Services.from_env()
+
+
+def handle(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+    # An EventBridge event without an Input (e.g. `sam local generate-event cloudwatch scheduled-event`)
+    # carries the request in "detail".
+    body = event.get("detail", {}) if "detail-type" in event else event
+    request = parse_create_request(body, svc.settings)
+    tasks = new_tasks(request, svc.clock.now_ms(), svc.settings)
+    result = svc.store.put_tasks(tasks, idempotent=bool(request.task_ids))
+    metrics.add_dimension(name="queue", value=request.queue)
+    metrics.add_metric(name="TasksCreated", unit=MetricUnit.Count, value=result.created)
+    logger.info(
+        "tasks created",
+        extra={"queue": request.queue, "created": result.created, "already_existed": result.already_existed},
+    )
+    return {
+        "queue": request.queue,
+        "created": result.created,
+        "alreadyExisted": result.already_existed,
+        "taskIds": [t.task_id for t in tasks],
+        "ttl": tasks[0].ttl,
+    }
+
+
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(event, services())

@@ -1,0 +1,68 @@
+"""ProcessTasks: the worker of queue "work". Claims the newest claimable tasks while the runner has a
+free slot, for up to the time budget, then tail-calls through TriggerTopic if claimable work remains."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from taskqueue.notify import queue_of_wakeup
+from taskqueue.runner import TaskRunner, load_runner
+from taskqueue.services import Services
+from taskqueue.worker import Worker, WorkerReport, claim_window_seconds
+
+logger = Logger()
+tracer = Tracer()
+metrics = Metrics()
+
+
+@functools.cache
+def services() -> Services:
+    return Services.from_env()
+
+
+@functools.cache
+def runner() -> TaskRunner:
+    return load_runner(services().settings.task_runner)
+
+
+def handle(event: dict[str, Any], remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner) -> WorkerReport:
+    queue = queue_of_wakeup(event)
+    svc.settings.order_of(queue)
+    worker = Worker(svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock)
+    report = worker.run(queue, claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds))
+    if report.work_remains:
+        svc.notifier.tail_call(queue)
+    emit_metrics(report)
+    logger.info("worker finished", extra={k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
+    return report
+
+
+def emit_metrics(report: WorkerReport) -> None:
+    metrics.add_dimension(name="queue", value=report.queue)
+    for name, value in (
+        ("TasksClaimed", report.claimed),
+        ("TasksSucceeded", report.succeeded),
+        ("TasksFailed", report.failed),
+        ("TasksReleased", report.released),
+        ("LeasesRecovered", report.recovered),
+        ("ClaimsLost", report.lost),
+        ("TailCalls", int(report.work_remains)),
+    ):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    for age in report.claim_ages_ms[:100]:
+        metrics.add_metric(name="AgeAtClaim", unit=MetricUnit.Milliseconds, value=age)
+
+
+@metrics.log_metrics
+@tracer.capture_lambda_handler
+@logger.inject_lambda_context
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    svc = services()
+    report = handle(event, context.get_remaining_time_in_millis() / 1000, context.aws_request_id, svc, runner())
+    return asdict(report) | {"claim_ages_ms": report.claim_ages_ms[:50]}

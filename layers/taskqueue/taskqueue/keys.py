@@ -1,0 +1,74 @@
+"""Index key encoding (pure): which index partition a task lives in and where it sorts.
+
+ReadyIndex holds PENDING tasks only. Its sort key is "<priority>#<order time>#<taskId>", all fixed
+width, so that a *descending* query of one partition returns the task the queue must serve next:
+the highest priority first, then, within a priority, the newest (LIFO) or the oldest (FIFO).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from enum import StrEnum
+
+from taskqueue.errors import InvalidTaskInput
+
+MIN_PRIORITY = 0
+MAX_PRIORITY = 999
+_PRIORITY_WIDTH = 3
+# Epoch milliseconds stay below 10**15 until the year 33658.
+_TIME_SPAN = 10**15
+_TIME_WIDTH = 15
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class Order(StrEnum):
+    LIFO = "LIFO"
+    FIFO = "FIFO"
+
+
+def validate_queue_name(queue: str) -> str:
+    if not isinstance(queue, str) or not _QUEUE_NAME.match(queue):
+        raise InvalidTaskInput(
+            f"queue name {queue!r} is not valid: use 1-64 letters, digits, '-' or '_'"
+        )
+    return queue
+
+
+def validate_priority(priority: object) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise InvalidTaskInput(
+            f"priority must be a whole number from {MIN_PRIORITY} to {MAX_PRIORITY} "
+            f"(higher is served first), got {priority!r}"
+        )
+    return priority
+
+
+def shard_for(task_id: str, shards: int) -> int:
+    """A stable shard number for a task id (the same in every process, unlike hash())."""
+    return zlib.crc32(task_id.encode("utf-8")) % shards
+
+
+def ready_key(queue: str, shard: int) -> str:
+    return f"{queue}#{shard}"
+
+
+def status_key(queue: str, status: str, shard: int) -> str:
+    return f"{queue}#{status}#{shard}"
+
+
+def ready_sort(priority: int, order_time_ms: int, task_id: str, order: Order) -> str:
+    validate_priority(priority)
+    if not 0 <= order_time_ms < _TIME_SPAN:
+        raise InvalidTaskInput(f"order time {order_time_ms} ms is outside the encodable range")
+    # A descending query serves the largest key first: LIFO wants the newest, FIFO the oldest.
+    age_component = order_time_ms if order is Order.LIFO else _TIME_SPAN - 1 - order_time_ms
+    return f"{priority:0{_PRIORITY_WIDTH}d}#{age_component:0{_TIME_WIDTH}d}#{task_id}"
+
+
+def parse_ready_sort(sort_key: str, order: Order) -> tuple[int, int, str]:
+    """Inverse of ready_sort: (priority, order time ms, task id)."""
+    priority, age_component, task_id = sort_key.split("#", 2)
+    age = int(age_component)
+    order_time = age if order is Order.LIFO else _TIME_SPAN - 1 - age
+    return int(priority), order_time, task_id

@@ -1,0 +1,209 @@
+"""Tasks as typed values, the mapping to and from DynamoDB items, and the rules for new tasks."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from taskqueue import keys
+from taskqueue.errors import InvalidTaskInput
+from taskqueue.settings import Settings
+from taskqueue.states import TaskStatus
+
+MAX_TASKS_PER_REQUEST = 1000
+MAX_PAYLOAD_BYTES = 256 * 1024
+_TASK_ID_MAX = 200
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task. Times are epoch milliseconds except ``ttl``, which is epoch seconds (DynamoDB TTL)."""
+
+    task_id: str
+    queue: str
+    status: TaskStatus
+    priority: int
+    created_ms: int
+    updated_ms: int
+    enqueued_ms: int  # the time the queue's order uses (creation, or the last touch)
+    ttl: int
+    attempts: int = 0
+    max_attempts: int = 3
+    shard: int = 0
+    payload: dict[str, Any] = field(default_factory=dict)
+    lease_owner: str | None = None
+    lease_expires_ms: int | None = None
+    not_before_ms: int | None = None
+    last_error: str | None = None
+    result: dict[str, Any] | None = None
+
+    def with_changes(self, **changes: Any) -> Task:
+        return replace(self, **changes)
+
+
+def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
+    """The DynamoDB item of a task, with the index attributes its status calls for."""
+    item: dict[str, dict[str, Any]] = {
+        "taskId": {"S": task.task_id},
+        "queue": {"S": task.queue},
+        "taskStatus": {"S": task.status.value},
+        "priority": {"N": str(task.priority)},
+        "taskCreated": {"N": str(task.created_ms)},
+        "taskUpdated": {"N": str(task.updated_ms)},
+        "enqueued": {"N": str(task.enqueued_ms)},
+        "ttl": {"N": str(task.ttl)},
+        "attempts": {"N": str(task.attempts)},
+        "maxAttempts": {"N": str(task.max_attempts)},
+        "shard": {"N": str(task.shard)},
+        "payload": {"S": json.dumps(task.payload, separators=(",", ":"), sort_keys=True)},
+    }
+    optional = {
+        "leaseOwner": ("S", task.lease_owner),
+        "leaseExpires": ("N", task.lease_expires_ms),
+        "notBefore": ("N", task.not_before_ms),
+        "lastError": ("S", task.last_error),
+    }
+    for name, (kind, value) in optional.items():
+        if value is not None:
+            item[name] = {kind: str(value)}
+    if task.result is not None:
+        item["result"] = {"S": json.dumps(task.result, separators=(",", ":"), sort_keys=True)}
+    if task.status is TaskStatus.PENDING:
+        item["readyKey"] = {"S": keys.ready_key(task.queue, task.shard)}
+        item["readySort"] = {"S": keys.ready_sort(task.priority, task.enqueued_ms, task.task_id, order)}
+    elif task.status is not TaskStatus.SUCCESS:
+        item["statusKey"] = {"S": keys.status_key(task.queue, task.status.value, task.shard)}
+        sort = task.lease_expires_ms if task.status is TaskStatus.TAKEN else task.updated_ms
+        item["statusSort"] = {"N": str(sort)}
+    return item
+
+
+def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
+    """The Task of a DynamoDB item (low-level attribute-value form, as the client and streams give it)."""
+    try:
+
+        def s(name: str) -> str | None:
+            return item[name]["S"] if name in item else None
+
+        def n(name: str) -> int | None:
+            return int(item[name]["N"]) if name in item else None
+
+        payload_text = s("payload")
+        result_text = s("result")
+        return Task(
+            task_id=item["taskId"]["S"],
+            queue=item["queue"]["S"],
+            status=TaskStatus(item["taskStatus"]["S"]),
+            priority=int(item["priority"]["N"]),
+            created_ms=int(item["taskCreated"]["N"]),
+            updated_ms=int(item["taskUpdated"]["N"]),
+            enqueued_ms=n("enqueued") or int(item["taskCreated"]["N"]),
+            ttl=int(item["ttl"]["N"]),
+            attempts=n("attempts") or 0,
+            max_attempts=n("maxAttempts") or 1,
+            shard=n("shard") or 0,
+            payload=json.loads(payload_text) if payload_text else {},
+            lease_owner=s("leaseOwner"),
+            lease_expires_ms=n("leaseExpires"),
+            not_before_ms=n("notBefore"),
+            last_error=s("lastError"),
+            result=json.loads(result_text) if result_text else None,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidTaskInput(f"item is not a task ({type(exc).__name__}: {exc}): {dict(item)!r:.300}") from None
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """What CreateTasks was asked to make. Field names are those of the JSON input."""
+
+    queue: str
+    count: int
+    priority: int
+    ttl_seconds: int
+    payload: dict[str, Any]
+    max_attempts: int
+    delay_seconds: int = 0
+    task_ids: tuple[str, ...] = ()
+
+
+def parse_create_request(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
+    """Validate a CreateTasks input; every field is optional (defaults documented in the README)."""
+    if not isinstance(body, Mapping):
+        raise InvalidTaskInput(f"the input must be a JSON object, got {type(body).__name__}")
+    known = {"queue", "count", "priority", "ttlSeconds", "payload", "maxAttempts", "delaySeconds", "taskIds"}
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise InvalidTaskInput(f"unknown field(s) {unknown}; allowed: {sorted(known)}")
+    queue = keys.validate_queue_name(body.get("queue", "work"))
+    settings.order_of(queue)
+    task_ids = body.get("taskIds")
+    if task_ids is not None:
+        if not isinstance(task_ids, list) or not all(_valid_task_id(t) for t in task_ids) or not task_ids:
+            raise InvalidTaskInput(
+                f"taskIds must be a non-empty list of ids of 1-{_TASK_ID_MAX} printable characters without '#'"
+            )
+        if len(set(task_ids)) != len(task_ids):
+            raise InvalidTaskInput("taskIds has duplicates")
+    default_count = len(task_ids) if task_ids else 1
+    count = _whole(body, "count", default_count, 1, MAX_TASKS_PER_REQUEST)
+    if task_ids and count != len(task_ids):
+        raise InvalidTaskInput(f"count ({count}) must equal the number of taskIds ({len(task_ids)})")
+    payload = body.get("payload", {})
+    if not isinstance(payload, dict):
+        raise InvalidTaskInput(f"payload must be a JSON object, got {type(payload).__name__}")
+    if len(json.dumps(payload)) > MAX_PAYLOAD_BYTES:
+        raise InvalidTaskInput(f"payload is larger than {MAX_PAYLOAD_BYTES} bytes; store it elsewhere and pass a reference")
+    return CreateRequest(
+        queue=queue,
+        count=count,
+        priority=keys.validate_priority(body.get("priority", 0)),
+        ttl_seconds=_whole(body, "ttlSeconds", settings.default_ttl_seconds, 1, 10 * 365 * 86400),
+        payload=payload,
+        max_attempts=_whole(body, "maxAttempts", settings.max_attempts, 1, 100),
+        delay_seconds=_whole(body, "delaySeconds", 0, 0, 365 * 86400),
+        task_ids=tuple(task_ids or ()),
+    )
+
+
+def new_tasks(request: CreateRequest, now_ms: int, settings: Settings) -> list[Task]:
+    """PENDING tasks for a request. ttl is epoch *seconds*: creation plus the task's time-to-live."""
+    ids = request.task_ids or tuple(str(uuid.uuid4()) for _ in range(request.count))
+    ttl = now_ms // 1000 + request.ttl_seconds
+    not_before = now_ms + request.delay_seconds * 1000 if request.delay_seconds else None
+    return [
+        Task(
+            task_id=task_id,
+            queue=request.queue,
+            status=TaskStatus.PENDING,
+            priority=request.priority,
+            created_ms=now_ms,
+            updated_ms=now_ms,
+            enqueued_ms=now_ms,
+            ttl=ttl,
+            max_attempts=request.max_attempts,
+            shard=keys.shard_for(task_id, settings.queue_shards),
+            payload=request.payload,
+            not_before_ms=not_before,
+        )
+        for task_id in ids
+    ]
+
+
+def _whole(body: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidTaskInput(f"{name} must be a whole number from {low} to {high}, got {value!r}")
+    return value
+
+
+def _valid_task_id(task_id: object) -> bool:
+    return (
+        isinstance(task_id, str)
+        and 0 < len(task_id) <= _TASK_ID_MAX
+        and "#" not in task_id
+        and task_id.isprintable()
+    )

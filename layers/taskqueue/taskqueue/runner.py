@@ -1,0 +1,96 @@
+"""The task runner: the protocol, the loader for TASK_RUNNER, and the fake legacy system.
+
+A runner is any callable taking one Task. Returning means the attempt succeeded (a returned dict is
+kept as the task's result); raising means it failed: ``PermanentTaskError`` sends the task straight to
+FAILURE, any other exception is retried with backoff until the task's attempts are used up.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import random
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from taskqueue.clock import Clock, SystemClock
+from taskqueue.errors import ConfigError, RunnerBusy, TaskQueueError
+from taskqueue.model import Task
+from taskqueue.settings import Settings
+
+TaskRunner = Callable[[Task], Any]
+
+
+class LegacySystemError(TaskQueueError):
+    """The fake legacy system failed this attempt (transient: the task will be retried)."""
+
+
+def load_runner(spec: str) -> TaskRunner:
+    """Import ``module:callable`` (the TASK_RUNNER setting)."""
+    module_name, _, attribute = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"TASK_RUNNER={spec!r}: cannot import module {module_name!r} ({exc})") from exc
+    runner = getattr(module, attribute, None)
+    if not callable(runner):
+        raise ConfigError(f"TASK_RUNNER={spec!r}: {module_name} has no callable named {attribute!r}")
+    return runner
+
+
+class FakeLegacySystem:
+    """A throughput-limited downstream system: ``capacity`` tasks at once, each taking ``duration`` seconds.
+
+    Above capacity it refuses with RunnerBusy, which a well-behaved worker never sees because it claims
+    a task only when it has a free slot.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        duration_seconds: float,
+        failure_rate: float = 0.0,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.capacity = capacity
+        self.duration_seconds = duration_seconds
+        self.failure_rate = failure_rate
+        self._clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        self._slots = threading.BoundedSemaphore(capacity)
+        self._lock = threading.Lock()
+        self.in_flight = 0
+        self.peak_in_flight = 0
+
+    def __call__(self, task: Task) -> dict[str, Any]:
+        if not self._slots.acquire(blocking=False):
+            raise RunnerBusy(f"the legacy system is at capacity ({self.capacity} tasks at once)")
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            self._clock.sleep(self.duration_seconds)
+            with self._lock:
+                failed = self._rng.random() < self.failure_rate
+            if failed:
+                raise LegacySystemError(f"the legacy system failed task {task.task_id} (attempt {task.attempts})")
+            return {"processedBy": "fake-legacy-system"}
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+            self._slots.release()
+
+
+@functools.cache
+def _default_fake() -> FakeLegacySystem:
+    settings = Settings.from_env()
+    return FakeLegacySystem(
+        settings.runner_capacity, settings.fake_runner_duration_seconds, settings.fake_runner_failure_rate
+    )
+
+
+def fake_legacy_system(task: Task) -> dict[str, Any]:
+    """The default TASK_RUNNER: a FakeLegacySystem configured by RUNNER_CAPACITY and FAKE_RUNNER_*."""
+    return _default_fake()(task)

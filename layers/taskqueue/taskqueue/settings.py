@@ -1,0 +1,124 @@
+"""Configuration: read from the environment once, validated, with errors that name the variable."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from taskqueue.errors import ConfigError, InvalidTaskInput
+from taskqueue.keys import Order, validate_queue_name
+
+T = TypeVar("T")
+
+DEFAULT_QUEUE_ORDERS = "work=LIFO,calls=FIFO"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of the queue core. Names match the environment variables (upper-cased)."""
+
+    queue_table_name: str
+    trigger_topic_arn: str | None = None
+    process_tasks_topic_arn: str | None = None
+    queue_orders: Mapping[str, Order] = field(default_factory=lambda: parse_queue_orders(DEFAULT_QUEUE_ORDERS))
+    queue_shards: int = 1
+    default_ttl_seconds: int = 3600
+    retention_seconds: int = 86400
+    max_attempts: int = 3
+    lease_seconds: int = 300
+    page_size: int = 10
+    time_budget_seconds: float = 60.0
+    retry_base_seconds: float = 2.0
+    retry_max_seconds: float = 300.0
+    task_runner: str = "taskqueue.runner:fake_legacy_system"
+    runner_capacity: int = 3
+    fake_runner_duration_seconds: float = 15.0
+    fake_runner_failure_rate: float = 0.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        table = env.get("QUEUE_TABLE_NAME", "").strip()
+        if not table:
+            raise ConfigError("QUEUE_TABLE_NAME is not set: it must name the DynamoDB queue table")
+        return cls(
+            queue_table_name=table,
+            trigger_topic_arn=env.get("TRIGGER_TOPIC_ARN") or None,
+            process_tasks_topic_arn=env.get("PROCESS_TASKS_TOPIC_ARN") or None,
+            queue_orders=_read(env, "QUEUE_ORDERS", DEFAULT_QUEUE_ORDERS, parse_queue_orders),
+            queue_shards=_read(env, "QUEUE_SHARDS", "1", _int_between(1, 64)),
+            default_ttl_seconds=_read(env, "DEFAULT_TTL_SECONDS", "3600", _int_between(1, 10 * 365 * 86400)),
+            retention_seconds=_read(env, "RETENTION_SECONDS", "86400", _int_between(1, 10 * 365 * 86400)),
+            max_attempts=_read(env, "MAX_ATTEMPTS", "3", _int_between(1, 100)),
+            lease_seconds=_read(env, "LEASE_SECONDS", "300", _int_between(1, 12 * 3600)),
+            page_size=_read(env, "PAGE_SIZE", "10", _int_between(1, 100)),
+            time_budget_seconds=_read(env, "TIME_BUDGET_SECONDS", "60", _float_between(0.01, 900)),
+            retry_base_seconds=_read(env, "RETRY_BASE_SECONDS", "2", _float_between(0, 3600)),
+            retry_max_seconds=_read(env, "RETRY_MAX_SECONDS", "300", _float_between(0, 12 * 3600)),
+            task_runner=_read(env, "TASK_RUNNER", "taskqueue.runner:fake_legacy_system", _runner_spec),
+            runner_capacity=_read(env, "RUNNER_CAPACITY", "3", _int_between(1, 1000)),
+            fake_runner_duration_seconds=_read(env, "FAKE_RUNNER_DURATION_SECONDS", "15", _float_between(0, 900)),
+            fake_runner_failure_rate=_read(env, "FAKE_RUNNER_FAILURE_RATE", "0", _float_between(0, 1)),
+        )
+
+    def order_of(self, queue: str) -> Order:
+        try:
+            return self.queue_orders[queue]
+        except KeyError:
+            known = ", ".join(sorted(self.queue_orders))
+            raise InvalidTaskInput(
+                f"queue {queue!r} is not configured; known queues: {known} (set QUEUE_ORDERS to add one)"
+            ) from None
+
+
+def parse_queue_orders(text: str) -> dict[str, Order]:
+    """'work=LIFO,calls=FIFO' -> {'work': Order.LIFO, 'calls': Order.FIFO}."""
+    orders: dict[str, Order] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, order = part.partition("=")
+        if not sep:
+            raise ValueError(f"{part!r} is not of the form queue=LIFO or queue=FIFO")
+        try:
+            orders[validate_queue_name(name.strip())] = Order(order.strip().upper())
+        except (InvalidTaskInput, ValueError) as exc:
+            raise ValueError(f"{part!r}: {exc}") from None
+    if not orders:
+        raise ValueError("no queue is named")
+    return orders
+
+
+def _read(env: Mapping[str, str], name: str, default: str, parse: Callable[[str], T]) -> T:
+    raw = env.get(name, "").strip() or default
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from None
+
+
+def _int_between(low: int, high: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if not low <= value <= high:
+            raise ValueError(f"must be a whole number from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _float_between(low: float, high: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if not low <= value <= high:
+            raise ValueError(f"must be a number from {low} to {high}")
+        return value
+
+    return parse
+
+
+def _runner_spec(raw: str) -> str:
+    module, sep, attr = raw.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError("must be module:callable, e.g. taskqueue.runner:fake_legacy_system")
+    return raw

@@ -1,0 +1,41 @@
+"""Task states and the transitions the lifecycle allows.
+
+    PENDING --claim--> TAKEN --complete--> SUCCESS
+       ^                 |  \\--fail-----> FAILURE (dead letter)
+       +--release/retry--+  (lease expired, transient error; keeps its place)
+    PENDING --cancel--> CANCELLED;  FAILURE/CANCELLED --redrive--> PENDING
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from taskqueue.errors import InvalidTransition
+
+
+class TaskStatus(StrEnum):
+    PENDING = "PENDING"
+    TAKEN = "TAKEN"
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+    CANCELLED = "CANCELLED"
+
+
+# PENDING -> PENDING is a change that keeps the task waiting (reprioritize, touch).
+ALLOWED_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
+    TaskStatus.PENDING: frozenset({TaskStatus.TAKEN, TaskStatus.CANCELLED, TaskStatus.PENDING}),
+    TaskStatus.TAKEN: frozenset({TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.PENDING}),
+    TaskStatus.SUCCESS: frozenset(),
+    TaskStatus.FAILURE: frozenset({TaskStatus.PENDING}),
+    TaskStatus.CANCELLED: frozenset({TaskStatus.PENDING}),
+}
+
+FINISHED: frozenset[TaskStatus] = frozenset({TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.CANCELLED})
+
+
+def check_transition(source: TaskStatus | str, target: TaskStatus | str) -> None:
+    """Refuse a transition the lifecycle does not allow, before any write is attempted."""
+    src, dst = TaskStatus(source), TaskStatus(target)
+    if dst not in ALLOWED_TRANSITIONS[src]:
+        allowed = ", ".join(sorted(ALLOWED_TRANSITIONS[src])) or "none (it is final)"
+        raise InvalidTransition(f"a task cannot go from {src} to {dst}; from {src} it may go to: {allowed}")

@@ -1,0 +1,59 @@
+"""What a queue-table stream record means for the queues (pure: images in, a decision out)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from taskqueue.errors import InvalidTaskInput
+from taskqueue.states import TaskStatus
+
+TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+
+
+class ChangeKind(StrEnum):
+    CREATED = "created"  # a new PENDING task: its queue's worker should run
+    SHED = "shed"  # removed by TTL while still PENDING: load shedding
+    CLEANED = "cleaned"  # removed by TTL after it finished: retention cleanup
+    OTHER = "other"  # nothing for Trigger to do
+
+
+@dataclass(frozen=True)
+class StreamChange:
+    kind: ChangeKind
+    queue: str | None
+    task_id: str | None
+
+
+def is_ttl_delete(event_name: str, user_identity: Mapping[str, Any] | None) -> bool:
+    identity = user_identity or {}
+    return event_name == "REMOVE" and identity.get("type") == "Service" and identity.get("principalId") == TTL_PRINCIPAL
+
+
+def classify(
+    event_name: str,
+    user_identity: Mapping[str, Any] | None,
+    new_image: Mapping[str, Any] | None,
+    old_image: Mapping[str, Any] | None,
+) -> StreamChange:
+    """Classify one record from deserialized images; a task record without its queue or status is malformed."""
+    if event_name == "INSERT":
+        image = _task_image(new_image, "NewImage", event_name)
+        kind = ChangeKind.CREATED if image["taskStatus"] == TaskStatus.PENDING else ChangeKind.OTHER
+        return StreamChange(kind, str(image["queue"]), str(image["taskId"]))
+    if is_ttl_delete(event_name, user_identity):
+        image = _task_image(old_image, "OldImage", event_name)
+        kind = ChangeKind.SHED if image["taskStatus"] == TaskStatus.PENDING else ChangeKind.CLEANED
+        return StreamChange(kind, str(image["queue"]), str(image["taskId"]))
+    return StreamChange(ChangeKind.OTHER, None, None)
+
+
+def _task_image(image: Mapping[str, Any] | None, which: str, event_name: str) -> Mapping[str, Any]:
+    if not image:
+        raise InvalidTaskInput(f"{event_name} record has no {which}: the table stream must be NEW_AND_OLD_IMAGES")
+    missing = [name for name in ("taskId", "queue", "taskStatus") if name not in image]
+    if missing:
+        raise InvalidTaskInput(f"{event_name} record's {which} is not a task: missing {', '.join(missing)}")
+    return image
