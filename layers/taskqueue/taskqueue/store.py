@@ -216,16 +216,51 @@ class TaskStore:
         return self._owned_transition(task, owner, TaskStatus.FAILURE, now_ms, set_, ())
 
     def release(
-        self, task: Task, owner: str, *, not_before_ms: int | None = None, error: str | None = None, now_ms: int | None = None
+        self,
+        task: Task,
+        owner: str,
+        *,
+        not_before_ms: int | None = None,
+        error: str | None = None,
+        refund_attempt: bool = False,
+        now_ms: int | None = None,
     ) -> bool:
-        """TAKEN -> PENDING at the task's old place in the order (a retry, or work handed back)."""
+        """TAKEN -> PENDING at the task's old place in the order (a retry, or work handed back).
+
+        ``refund_attempt`` gives back the attempt the claim counted, for work handed back without being
+        tried (e.g. a call with no matching agent yet), so waiting never exhausts a task's attempts.
+        """
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         set_ = self._ready_attributes(task)
         if not_before_ms is not None:
             set_["notBefore"] = {"N": str(not_before_ms)}
         if error is not None:
             set_["lastError"] = {"S": error[:1000]}
+        if refund_attempt:
+            set_["attempts"] = {"N": str(max(0, task.attempts - 1))}
         return self._owned_transition(task, owner, TaskStatus.PENDING, now_ms, set_, ("statusKey", "statusSort"))
+
+    def completion_update(
+        self, task: Task, owner: str, result: Mapping[str, Any] | None = None, now_ms: int | None = None
+    ) -> dict[str, Any]:
+        """The ``Update`` of a TransactWriteItems entry that completes ``task`` (TAKEN -> SUCCESS) under the
+        same conditions as ``complete``, for callers that must finish a task atomically with other writes."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        set_ = self._finished_attributes(now_ms)
+        if result is not None:
+            set_["result"] = {"S": _json(result)}
+        request = self._transition_request(
+            task.task_id,
+            TaskStatus.TAKEN,
+            TaskStatus.SUCCESS,
+            now_ms=now_ms,
+            set_=set_,
+            remove=("leaseOwner", "leaseExpires", "statusKey", "statusSort"),
+            condition="leaseOwner = :owner AND leaseExpires > :now",
+            values={":owner": {"S": owner}},
+        )
+        request.pop("ReturnValues")
+        return request
 
     def expired_leases(self, queue: str, now_ms: int | None = None, limit: int = 100) -> list[str]:
         """Ids of TAKEN tasks whose lease has passed, found through the StatusIndex (no table scan)."""
@@ -330,6 +365,31 @@ class TaskStore:
         values: Mapping[str, AttributeValue] | None = None,
     ) -> dict[str, Any] | None:
         """One conditional UpdateItem moving a task from ``source`` to ``target``; the new item, or None if lost."""
+        request = self._transition_request(
+            task_id, source, target, now_ms=now_ms, set_=set_, remove=remove, count_attempt=count_attempt,
+            condition=condition, names=names, values=values,
+        )
+        try:
+            response = self._call("update_item", **request)
+        except _ConditionLost:
+            return None
+        return response["Attributes"]
+
+    def _transition_request(
+        self,
+        task_id: str,
+        source: TaskStatus,
+        target: TaskStatus,
+        *,
+        now_ms: int,
+        set_: Mapping[str, AttributeValue],
+        remove: Iterable[str] = (),
+        count_attempt: bool = False,
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, AttributeValue] | None = None,
+    ) -> dict[str, Any]:
+        """The UpdateItem parameters of a transition; refuses a forbidden one before anything is sent."""
         check_transition(source, target)
         expr_names: dict[str, str] = {"#status": "taskStatus", "#updated": "taskUpdated", **(names or {})}
         expr_values: dict[str, AttributeValue] = {
@@ -355,20 +415,15 @@ class TaskStore:
         if removals:
             update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removals)))
         full_condition = "#status = :from" + (f" AND ({condition})" if condition else "")
-        try:
-            response = self._call(
-                "update_item",
-                TableName=self._table,
-                Key=_key(task_id),
-                UpdateExpression=update,
-                ConditionExpression=full_condition,
-                ExpressionAttributeNames=expr_names,
-                ExpressionAttributeValues=expr_values,
-                ReturnValues="ALL_NEW",
-            )
-        except _ConditionLost:
-            return None
-        return response["Attributes"]
+        return {
+            "TableName": self._table,
+            "Key": _key(task_id),
+            "UpdateExpression": update,
+            "ConditionExpression": full_condition,
+            "ExpressionAttributeNames": expr_names,
+            "ExpressionAttributeValues": expr_values,
+            "ReturnValues": "ALL_NEW",
+        }
 
     def _query_all(self, *, limit: int, **kwargs: Any) -> Iterator[dict[str, Any]]:
         kwargs = {"TableName": self._table, **kwargs}

@@ -1,0 +1,207 @@
+"""The DynamoDB store against moto: order, priorities, expiry, leases, ownership, batching."""
+
+from typing import Any
+
+import pytest
+
+from taskqueue.errors import InvalidTransition, TaskNotFound
+from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.states import TaskStatus
+from taskqueue.store import StoreError, TaskStore
+from tests.conftest import make_settings
+
+
+def create(store: TaskStore, clock, n: int = 1, **body: Any) -> list:
+    tasks = new_tasks(parse_create_request({"count": n, **body}, store.settings), clock.now_ms(), store.settings)
+    store.put_tasks(tasks, idempotent="taskIds" in body)
+    return tasks
+
+
+def claim_all(store: TaskStore, queue: str = "work") -> list[str]:
+    claimed = []
+    while candidates := store.candidates(queue, 10):
+        task = store.claim(candidates[0], "worker-1")
+        assert task is not None
+        claimed.append(task.task_id)
+    return claimed
+
+
+def test_lifo_queue_serves_newest_first(store, clock):
+    order = []
+    for _ in range(5):
+        order += [t.task_id for t in create(store, clock)]
+        clock.advance(1)
+    assert claim_all(store) == list(reversed(order))
+
+
+def test_fifo_queue_serves_oldest_first(store, clock):
+    order = []
+    for _ in range(5):
+        order += [t.task_id for t in create(store, clock, queue="calls")]
+        clock.advance(1)
+    assert claim_all(store, "calls") == order
+
+
+def test_higher_priority_first_then_queue_order(store, clock):
+    low_old = create(store, clock, priority=1)[0].task_id
+    clock.advance(1)
+    high_old = create(store, clock, priority=5)[0].task_id
+    clock.advance(1)
+    low_new = create(store, clock, priority=1)[0].task_id
+    clock.advance(1)
+    high_new = create(store, clock, priority=5)[0].task_id
+    assert claim_all(store) == [high_new, high_old, low_new, low_old]
+
+
+def test_expired_task_is_never_claimed_even_before_ttl_deletes_it(store, clock):
+    task = create(store, clock, ttlSeconds=10)[0]
+    candidate = store.candidates("work", 10)[0]
+    clock.advance(11)
+    assert store.candidates("work", 10) == []
+    # Even a worker holding a stale candidate is refused by the claim's condition.
+    assert store.claim(candidate, "worker-1") is None
+    assert store.get(task.task_id).status is TaskStatus.PENDING
+
+
+def test_delayed_task_is_not_claimable_before_its_time(store, clock):
+    create(store, clock, delaySeconds=30)
+    assert store.candidates("work", 10) == []
+    clock.advance(30)
+    assert len(store.candidates("work", 10)) == 1
+
+
+def test_claim_records_lease_and_attempt_and_leaves_the_ready_index(store, clock, dynamodb):
+    task = create(store, clock)[0]
+    claimed = store.claim(store.candidates("work", 1)[0], "worker-1")
+    assert claimed.status is TaskStatus.TAKEN and claimed.attempts == 1
+    assert claimed.lease_owner == "worker-1"
+    assert claimed.lease_expires_ms == clock.now_ms() + store.settings.lease_seconds * 1000
+    item = dynamodb.get_item(TableName=store.settings.queue_table_name, Key={"taskId": {"S": task.task_id}})["Item"]
+    assert "readyKey" not in item and item["statusKey"]["S"] == "work#TAKEN#0"
+
+
+def test_a_task_is_claimed_once(store, clock):
+    create(store, clock)
+    candidate = store.candidates("work", 1)[0]
+    assert store.claim(candidate, "worker-1") is not None
+    assert store.claim(candidate, "worker-2") is None
+
+
+def test_only_the_lease_owner_may_finish(store, clock):
+    create(store, clock)
+    task = store.claim(store.candidates("work", 1)[0], "worker-1")
+    assert store.complete(task, "worker-2") is False
+    assert store.fail(task, "worker-2", "boom") is False
+    assert store.release(task, "worker-2") is False
+    assert store.get(task.task_id).status is TaskStatus.TAKEN
+    assert store.complete(task, "worker-1", {"ok": True}) is True
+    done = store.get(task.task_id)
+    assert done.status is TaskStatus.SUCCESS and done.result == {"ok": True} and done.lease_owner is None
+
+
+def test_an_owner_whose_lease_expired_cannot_finish(store, clock):
+    create(store, clock)
+    task = store.claim(store.candidates("work", 1)[0], "worker-1")
+    clock.advance(store.settings.lease_seconds + 1)
+    assert store.complete(task, "worker-1") is False
+    assert store.get(task.task_id).status is TaskStatus.TAKEN
+
+
+def test_finished_tasks_get_retention_ttl_in_seconds(store, clock):
+    create(store, clock, ttlSeconds=60)
+    task = store.claim(store.candidates("work", 1)[0], "worker-1")
+    store.complete(task, "worker-1")
+    assert store.get(task.task_id).ttl == clock.now_ms() // 1000 + store.settings.retention_seconds
+
+
+def test_release_keeps_the_tasks_place_and_sets_not_before(store, clock):
+    older = create(store, clock)[0]
+    clock.advance(1)
+    newer = create(store, clock)[0]
+    taken = store.claim(store.candidates("work", 1)[0], "worker-1")
+    assert taken.task_id == newer.task_id
+    assert store.release(taken, "worker-1", not_before_ms=clock.now_ms() + 5000, error="busy") is True
+    # Not claimable during backoff; afterwards back at the front (it is still the newest).
+    assert [c.task_id for c in store.candidates("work", 10)] == [older.task_id]
+    clock.advance(5)
+    assert [c.task_id for c in store.candidates("work", 10)] == [newer.task_id, older.task_id]
+    again = store.get(newer.task_id)
+    assert again.status is TaskStatus.PENDING and again.last_error == "busy" and again.attempts == 1
+
+
+def test_forbidden_transition_is_refused_before_any_request(store, clock):
+    class NoCalls:
+        def __getattr__(self, name):
+            raise AssertionError(f"DynamoDB was called: {name}")
+
+    guarded = TaskStore(NoCalls(), store.settings, clock)
+    with pytest.raises(InvalidTransition, match="from PENDING to SUCCESS"):
+        guarded._transition("t", TaskStatus.PENDING, TaskStatus.SUCCESS, now_ms=0, set_={})
+    with pytest.raises(InvalidTransition):
+        guarded.put_tasks([create(store, clock)[0].with_changes(status=TaskStatus.SUCCESS)])
+
+
+def test_expired_lease_returns_task_to_pending_then_failure_when_attempts_run_out(store, clock):
+    task = create(store, clock, maxAttempts=2)[0]
+    for attempt, expected in ((1, TaskStatus.PENDING), (2, TaskStatus.FAILURE)):
+        clock.advance(1)
+        taken = store.claim(store.candidates("work", 1)[0], f"worker-{attempt}")
+        assert taken.attempts == attempt
+        assert store.expired_leases("work") == []
+        clock.advance(store.settings.lease_seconds + 1)
+        assert store.expired_leases("work") == [task.task_id]
+        assert store.recover_lease(task.task_id, retry_at_ms=None) is expected
+        # The old owner can no longer finish.
+        assert store.complete(taken, f"worker-{attempt}") is False
+    dead = store.get(task.task_id)
+    assert dead.status is TaskStatus.FAILURE and "lease of worker-2 expired" in dead.last_error
+    assert store.expired_leases("work") == []
+
+
+def test_put_tasks_writes_in_batches_of_25(store, clock, dynamodb):
+    tasks = create(store, clock, n=60)
+    count = dynamodb.scan(TableName=store.settings.queue_table_name, Select="COUNT")["Count"]
+    assert count == 60 == len({t.task_id for t in tasks})
+
+
+def test_unprocessed_items_are_retried(store, clock):
+    calls = []
+
+    class Throttling:
+        def batch_write_item(self, RequestItems):
+            calls.append(sum(len(v) for v in RequestItems.values()))
+            if len(calls) == 1:
+                table, requests = next(iter(RequestItems.items()))
+                return {"UnprocessedItems": {table: requests[:3]}}
+            return {"UnprocessedItems": {}}
+
+    tasks = new_tasks(parse_create_request({"count": 10}, store.settings), clock.now_ms(), store.settings)
+    TaskStore(Throttling(), store.settings, clock).put_tasks(tasks)
+    assert calls == [10, 3]
+
+
+def test_same_task_id_twice_creates_one_task(store, clock):
+    first = create(store, clock, taskIds=["device-42"], priority=3)
+    tasks = new_tasks(parse_create_request({"taskIds": ["device-42"]}, store.settings), clock.now_ms(), store.settings)
+    result = store.put_tasks(tasks, idempotent=True)
+    assert (result.created, result.already_existed) == (0, 1)
+    assert store.get("device-42").priority == first[0].priority == 3
+
+
+def test_sharded_queue_still_serves_in_global_order(dynamodb, topics, clock):
+    store = TaskStore(dynamodb, make_settings(topics, queue_shards=4), clock)
+    ids = []
+    for n in range(12):
+        ids += [t.task_id for t in create(store, clock, taskIds=[f"task-{n:02d}"])]
+        clock.advance(1)
+    # These ids spread over every shard (crc32 is stable), so the merge across partitions is exercised.
+    assert {c.shard for c in store.candidates("work", 12)} == {0, 1, 2, 3}
+    assert claim_all(store) == list(reversed(ids))
+
+
+def test_missing_table_is_a_clear_error(dynamodb, topics, clock):
+    store = TaskStore(dynamodb, make_settings(topics, queue_table_name="nope"), clock)
+    with pytest.raises(StoreError, match="'nope'.*does not exist: check QUEUE_TABLE_NAME"):
+        store.candidates("work", 1)
+    with pytest.raises(TaskNotFound):
+        TaskStore(dynamodb, make_settings(topics), clock).get("missing")

@@ -1,0 +1,37 @@
+import itertools
+
+import pytest
+
+from taskqueue.errors import InvalidTransition
+from taskqueue.states import ALLOWED_TRANSITIONS, TaskStatus, check_transition
+
+LEGAL = {
+    ("PENDING", "TAKEN"), ("PENDING", "CANCELLED"), ("PENDING", "PENDING"),
+    ("TAKEN", "SUCCESS"), ("TAKEN", "FAILURE"), ("TAKEN", "PENDING"),
+    ("FAILURE", "PENDING"), ("CANCELLED", "PENDING"),
+}
+
+
+@pytest.mark.parametrize("source,target", list(itertools.product(list(TaskStatus), repeat=2)))
+def test_every_pair_is_allowed_exactly_when_the_lifecycle_says_so(source, target):
+    if (source.value, target.value) in LEGAL:
+        check_transition(source, target)
+    else:
+        with pytest.raises(InvalidTransition):
+            check_transition(source, target)
+
+
+def test_refusal_names_both_states_and_the_allowed_targets():
+    with pytest.raises(InvalidTransition, match="from PENDING to SUCCESS.*CANCELLED, PENDING, TAKEN"):
+        check_transition("PENDING", "SUCCESS")
+
+
+def test_success_is_final():
+    assert ALLOWED_TRANSITIONS[TaskStatus.SUCCESS] == frozenset()
+    with pytest.raises(InvalidTransition, match="none \\(it is final\\)"):
+        check_transition(TaskStatus.SUCCESS, TaskStatus.PENDING)
+
+
+def test_unknown_state_is_refused():
+    with pytest.raises(ValueError):
+        check_transition("DONE", "PENDING")
