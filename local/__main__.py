@@ -1,0 +1,185 @@
+"""python -m local demo|invoke — the local engine's command line (see docs/local-engine.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from local import report as reports
+from local.engine import REPO, Engine
+from local.template import TemplateError
+
+SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        for part in item.split():
+            name, sep, value = part.partition("=")
+            if not sep:
+                raise SystemExit(f"--param-overrides takes Name=Value pairs, got {part!r}")
+            out[name] = value
+    return out
+
+
+def load_scenario(name: str) -> dict[str, Any]:
+    path = Path(name) if name.endswith(".json") else SCENARIOS / f"{name}.json"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in SCENARIOS.glob("*.json")))
+        raise SystemExit(f"no scenario {name!r}; known: {known}")
+    scenario = json.loads(path.read_text())
+    scenario.setdefault("name", path.stem)
+    return scenario
+
+
+def scenario_parameters(s: dict[str, Any]) -> dict[str, Any]:
+    """A scenario's numbers as template parameters: CreateTasks runs every minute of scaled time, making
+    arrival x period tasks; the runner and the TTL go to their parameters."""
+    period = 60 * s["time_scale"]
+    runner = s.get("runner", {})
+    params: dict[str, Any] = {
+        "CreateTasksScheduleRate": "rate(1 minute)",
+        "CreateTasksCount": max(1, round(s["arrival_per_second"] * period)),
+        "RunnerCapacity": runner.get("capacity", 3),
+        "FakeRunnerDurationSeconds": runner.get("duration_seconds", 1),
+        "FakeRunnerFailureRate": runner.get("failure_rate", 0),
+        "DefaultTtlSeconds": s.get("ttl_seconds", 3600),
+    }
+    params.update(s.get("parameters", {}))
+    return params
+
+
+def progress(engine: Engine, t: float) -> str:
+    c = engine.observer.counts()
+    inv = " ".join(f"{name.removesuffix('Function')} {pool.stats['invocations']}" for name, pool in engine.pools.items())
+    tails = sum(1 for i in engine.invocations if i.get("result") and i["result"].get("work_remains"))
+    return (f"t={t:5.0f}s created {c['created']:5d}  pending {c['PENDING']:4d}  taken {c['TAKEN']:2d}  "
+            f"succeeded {c['SUCCESS']:5d}  failed {c['FAILURE']:3d}  shed {c['shed']:4d} | invocations {inv} | tail calls {tails}")
+
+
+def sample(engine: Engine, t: float) -> dict[str, Any]:
+    c = engine.observer.counts()
+    return {"t": round(t, 2), "created": c["created"], "pending": c["PENDING"], "taken": c["TAKEN"],
+            "succeeded": c["SUCCESS"], "failed": c["FAILURE"], "shed": c["shed"]}
+
+
+def demo(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    params = {**scenario_parameters(scenario), **parse_overrides(args.param_overrides)}
+    out = Path(args.out)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = f"{scenario['name']}-{stamp}"
+    arrivals = {"CreateTasksFunction"}
+    print(f"Scenario {scenario['name']!r}: {scenario.get('description', '')}")
+    print(f"Parameters: {' '.join(f'{k}={v}' for k, v in params.items())}; time scale {scenario['time_scale']}")
+    wall = time.monotonic()
+    engine = Engine(args.template, params, endpoint_url=args.endpoint_url, time_scale=scenario["time_scale"],
+                    log_file=out / f"{name}.functions.log", ttl_lateness=scenario.get("ttl_lateness_seconds", 2.0))
+    timeline: list[dict[str, Any]] = []
+    tty = sys.stdout.isatty()
+    try:
+        engine.start()
+        print(f"Emulator {engine.endpoint_url}; functions {', '.join(engine.functions)}"
+              + (f"; skipped {', '.join(engine.skipped)}" if engine.skipped else ""))
+        start = time.monotonic()
+        bursts = sorted(scenario.get("bursts", []), key=lambda b: b["at_seconds"])
+        last_print = 0.0
+        draining = False
+        drain_started = 0.0
+        while True:
+            t = time.monotonic() - start
+            while bursts and t >= bursts[0]["at_seconds"]:
+                burst = bursts.pop(0)
+                engine.invoke_async("CreateTasksFunction", {"queue": "work", "count": burst["count"]})
+            if not draining and t >= scenario["duration_seconds"]:
+                draining, drain_started = True, t
+                for schedule in engine.schedules:
+                    if schedule.function in arrivals:
+                        schedule.stop()
+                _line(f"{progress(engine, t)}  (arrivals stopped; draining)", tty, final=True)
+            timeline.append(sample(engine, t))
+            if t - last_print >= (1.0 if tty else 10.0):
+                _line(progress(engine, t), tty)
+                last_print = t
+            if draining:
+                c = engine.observer.counts()
+                if (c["PENDING"] == 0 and c["TAKEN"] == 0 and not any(m.pending() for m in engine.mappings)) or t - drain_started > scenario.get("drain_timeout_seconds", 60):
+                    break
+            time.sleep(0.5)
+        _line(progress(engine, time.monotonic() - start), tty, final=True)
+        report = reports.build(engine, scenario, timeline, time.monotonic() - wall)
+    finally:
+        engine.stop()
+    json_path, png_path = reports.write(report, out, name)
+    print()
+    print(reports.summary_table(report))
+    print()
+    print(f"Report: {json_path}")
+    print(f"Chart:  {png_path}")
+    print(f"Function logs: {out / f'{name}.functions.log'}")
+    return 0
+
+
+def _line(text: str, tty: bool, final: bool = False) -> None:
+    if tty:
+        sys.stdout.write("\r\033[K" + text + ("\n" if final else ""))
+    else:
+        sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def invoke(args: argparse.Namespace) -> int:
+    event = json.loads(Path(args.event).read_text()) if args.event != "-" else json.load(sys.stdin)
+    engine = Engine(args.template, parse_overrides(args.param_overrides), endpoint_url=args.endpoint_url,
+                    schedules=False)
+    try:
+        engine.start()
+        try:
+            logical = engine.resolve_function(args.function)
+        except KeyError as exc:
+            print(exc.args[0], file=sys.stderr)
+            return 2
+        inv = engine.invoke(logical, event)
+    finally:
+        engine.stop()
+    print(f"--- logs of {logical} (request {inv.request_id}, {inv.duration * 1000:.0f} ms"
+          f"{', cold start' if inv.cold_start else ''})")
+    for line in inv.logs:
+        print(line)
+    print("--- result" if inv.ok else "--- error")
+    print(json.dumps(inv.result if inv.ok else inv.error, indent=2, default=str))
+    return 0 if inv.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m local", description="Run the SAM app on the local engine.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--template", default=str(REPO / "template.yaml"))
+    common.add_argument("--param-overrides", nargs="*", default=[], metavar="Name=Value")
+    common.add_argument("--endpoint-url", default=None, help="use this AWS endpoint instead of the embedded emulator")
+    sub = parser.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", parents=[common], help="run a scenario end to end and write a report and a chart")
+    d.add_argument("--scenario", default="steady", help="steady, overload, burst, or a path to a scenario .json")
+    d.add_argument("--out", default="reports")
+    i = sub.add_parser("invoke", parents=[common], help="invoke one function once with an event file")
+    i.add_argument("function", help="logical id (ProcessTasksFunction), code directory (process_tasks) or name")
+    i.add_argument("event", help="event JSON file, or - for stdin")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return demo(args) if args.command == "demo" else invoke(args)
+    except TemplateError as exc:
+        print(f"template error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

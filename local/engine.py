@@ -1,0 +1,312 @@
+"""The local engine: an emulator, the template's resources, the functions' sandboxes, and the wiring."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import boto3
+from botocore.config import Config
+
+from local.delivery import AsyncInvoker, Schedule, SnsDelivery, SnsSubscription, StreamMapping, StreamReader, \
+    TtlRegistry, TtlSweeper
+from local.emulator import Emulator
+from local.observer import Observer
+from local.sandbox import FunctionPool, Invocation
+from local.template import REGION, FunctionSpec, Template
+
+log = logging.getLogger("local.engine")
+REPO = Path(__file__).resolve().parent.parent
+UNRESERVED_CONCURRENCY = 10  # local cap for functions without ReservedConcurrentExecutions
+
+
+class Engine:
+    def __init__(self, template: str | Path = REPO / "template.yaml", overrides: dict[str, Any] | None = None, *,
+                 endpoint_url: str | None = None, time_scale: float = 1.0, ttl_lateness: float = 2.0,
+                 ttl_interval: float = 1.0, log_file: str | Path | None = None, schedules: bool = True,
+                 stack: str = "taskqueue-local") -> None:
+        self.template_path = Path(template)
+        self.overrides = dict(overrides or {})
+        self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+        self.time_scale = time_scale
+        self.ttl_lateness = ttl_lateness
+        self.ttl_interval = ttl_interval
+        self.log_file = Path(log_file) if log_file else None
+        self.run_schedules = schedules
+        self.stack = stack
+        self.emulator: Emulator | None = None
+        self.observer = Observer()
+        self.functions: dict[str, FunctionSpec] = {}
+        self.skipped: dict[str, str] = {}
+        self.pools: dict[str, FunctionPool] = {}
+        self.invokers: dict[str, AsyncInvoker] = {}
+        self.mappings: list[StreamMapping] = []
+        self.readers: dict[str, StreamReader] = {}
+        self.schedules: list[Schedule] = []
+        self.sweepers: list[TtlSweeper] = []
+        self.sns: SnsDelivery | None = None
+        self.ttl = TtlRegistry()
+        self.invocations: list[dict[str, Any]] = []
+        self.failures_sent = 0
+        self.listeners: list[Callable[[str, str, Any, Invocation], None]] = []
+        self._inv_lock = threading.Lock()
+        self._log_lock = threading.Lock()
+        self._log_handle: Any = None
+        self.started_at = 0.0
+
+    # ------------------------------------------------------------------ start / stop
+
+    def __enter__(self) -> Engine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, endpoint_url=self.endpoint_url, region_name=REGION,
+                            aws_access_key_id="testing", aws_secret_access_key="testing",
+                            config=Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=20))
+
+    def start(self) -> Engine:
+        if not self.endpoint_url:
+            self.emulator = Emulator()
+            self.endpoint_url = self.emulator.start()
+        if self.log_file:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            self._log_handle = self.log_file.open("a", buffering=1)
+        self.ddb, self.streams, self.sns_client, self.sqs = (self.client(s) for s in ("dynamodb", "dynamodbstreams", "sns", "sqs"))
+        self.template = Template(self.template_path, self.overrides, stack=self.stack)
+        self._create_resources()
+        self._create_functions()
+        self._wire()
+        self.started_at = time.time()
+        self.observer.started = self.started_at
+        for reader in self.readers.values():
+            reader.start()
+        if self.sns:
+            self.sns.start()
+        for sweeper in self.sweepers:
+            sweeper.start()
+        if self.run_schedules:
+            self.start_schedules()
+        return self
+
+    def start_schedules(self) -> None:
+        for schedule in self.schedules:
+            if not schedule._thread.is_alive() and not schedule._stop.is_set():
+                schedule.start()
+
+    def stop_schedules(self) -> None:
+        for schedule in self.schedules:
+            schedule.stop()
+
+    def stop(self) -> None:
+        self.stop_schedules()
+        for part in [*self.sweepers, *self.readers.values(), *self.mappings, *self.invokers.values()]:
+            part.stop()
+        if self.sns:
+            self.sns.stop()
+        for pool in self.pools.values():
+            pool.close()
+        if self.emulator:
+            self.emulator.stop()
+        if self._log_handle:
+            self._log_handle.close()
+            self._log_handle = None
+
+    # ------------------------------------------------------------------ resources
+
+    def _create_resources(self) -> None:
+        t = self.template
+        for logical, props in t.of_type("AWS::DynamoDB::Table").items():
+            name = t.resolver.refs[logical]
+            request: dict[str, Any] = {
+                "TableName": name, "AttributeDefinitions": props["AttributeDefinitions"], "KeySchema": props["KeySchema"],
+                "BillingMode": props.get("BillingMode", "PROVISIONED"),
+            }
+            if request["BillingMode"] == "PROVISIONED":
+                request["ProvisionedThroughput"] = props.get("ProvisionedThroughput") or {"ReadCapacityUnits": 5, "WriteCapacityUnits": 5}
+            for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+                if props.get(key):
+                    request[key] = [_index(i, request["BillingMode"]) for i in props[key]]
+            stream = props.get("StreamSpecification")
+            if stream:
+                request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]}
+            description = self.ddb.create_table(**request)["TableDescription"]
+            if stream:
+                t.resolver.attrs[f"{logical}.StreamArn"] = description["LatestStreamArn"]
+            ttl = props.get("TimeToLiveSpecification") or {}
+            if ttl.get("Enabled") in (True, "true"):
+                self.ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={
+                    "Enabled": True, "AttributeName": ttl["AttributeName"]})
+                keys = [k["AttributeName"] for k in props["KeySchema"]]
+                self.sweepers.append(TtlSweeper(self.ddb, name, keys, ttl["AttributeName"], self.ttl,
+                                                self.ttl_lateness, self.ttl_interval))
+            if stream:
+                reader = StreamReader(self.streams, description["LatestStreamArn"], name, self.ttl, "TRIM_HORIZON")
+                reader.consumers.append(self.observer.consume)
+                self.readers[description["LatestStreamArn"]] = reader
+        for logical in t.of_type("AWS::SNS::Topic"):
+            arn = self.sns_client.create_topic(Name=t.resolver.attrs[f"{logical}.TopicName"])["TopicArn"]
+            t.resolver.refs[logical] = arn
+        for logical, props in t.of_type("AWS::SQS::Queue").items():
+            attributes = {k: str(v) for k, v in props.items()
+                          if k in ("MessageRetentionPeriod", "VisibilityTimeout", "DelaySeconds", "MaximumMessageSize",
+                                   "ReceiveMessageWaitTimeSeconds")}
+            url = self.sqs.create_queue(QueueName=t.resolver.attrs[f"{logical}.QueueName"], Attributes=attributes)["QueueUrl"]
+            t.resolver.refs[logical] = url
+            t.resolver.attrs[f"{logical}.QueueUrl"] = url
+
+    def _create_functions(self) -> None:
+        for logical, spec in self.template.functions().items():
+            module = spec.handler.rpartition(".")[0].replace(".", "/")
+            if not (spec.code_dir / f"{module}.py").exists():
+                self.skipped[logical] = f"{spec.code_dir}/{module}.py is missing"
+                log.warning("skipping %s: %s", logical, self.skipped[logical])
+                continue
+            self.functions[logical] = spec
+            limit = spec.reserved_concurrency if spec.reserved_concurrency is not None else UNRESERVED_CONCURRENCY
+            self.pools[logical] = FunctionPool(spec, self.endpoint_url or "", limit, self._log_line)
+            self.invokers[logical] = AsyncInvoker(self.pools[logical], spec, self.time_scale, self._send_failure,
+                                                  self._invoked)
+
+    def _wire(self) -> None:
+        subscriptions: list[SnsSubscription] = []
+        for logical, spec in self.functions.items():
+            for event_name, event in spec.events.items():
+                kind, props = event.get("Type"), event.get("Properties") or {}
+                if kind == "SNS":
+                    subscriptions.append(self._subscribe(logical, event_name, props))
+                elif kind == "DynamoDB":
+                    mapping = StreamMapping(logical, self.pools[logical], props, self.time_scale, self._send_failure,
+                                            self._invoked)
+                    reader = self.readers.get(props["Stream"])
+                    if reader is None:
+                        raise ValueError(f"{logical}.{event_name}: stream {props['Stream']} is not a table stream of this template")
+                    reader.consumers.append(mapping.consume)
+                    self.mappings.append(mapping)
+                elif kind in ("Schedule", "ScheduleV2"):
+                    self.schedules.append(Schedule(f"{logical}-{event_name}", logical, props, self.time_scale,
+                                                   self.invokers[logical]))
+                else:
+                    log.warning("%s.%s: event type %s is not emulated locally", logical, event_name, kind)
+        self.sns = SnsDelivery(self.sqs, self.invokers)
+        self.sns.subscriptions = subscriptions
+
+    def _subscribe(self, function: str, event_name: str, props: dict[str, Any]) -> SnsSubscription:
+        queue_name = f"{self.stack}-sns-{function}-{event_name}"[:80]
+        url = self.sqs.create_queue(QueueName=queue_name)["QueueUrl"]
+        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        policy = props.get("FilterPolicy")
+        scope = props.get("FilterPolicyScope", "MessageAttributes")
+        attributes = {"RawMessageDelivery": "false"}
+        if policy:
+            attributes["FilterPolicy"] = json.dumps(policy)
+            attributes["FilterPolicyScope"] = scope
+        try:
+            sub_arn = self.sns_client.subscribe(TopicArn=props["Topic"], Protocol="sqs", Endpoint=arn,
+                                                Attributes=attributes, ReturnSubscriptionArn=True)["SubscriptionArn"]
+        except self.sns_client.exceptions.InvalidParameterException as exc:
+            # The emulator cannot read this policy: subscribe unfiltered; the local matcher still applies it.
+            log.warning("%s.%s: emulator refused the filter policy (%s); filtering locally", function, event_name, exc)
+            sub_arn = self.sns_client.subscribe(TopicArn=props["Topic"], Protocol="sqs", Endpoint=arn,
+                                                Attributes={"RawMessageDelivery": "false"},
+                                                ReturnSubscriptionArn=True)["SubscriptionArn"]
+        return SnsSubscription(function, props["Topic"], url, sub_arn, policy, scope)
+
+    # ------------------------------------------------------------------ callbacks
+
+    def _send_failure(self, destination: str, record: dict[str, Any]) -> None:
+        self.failures_sent += 1
+        try:
+            if destination.startswith("arn:aws:sqs:"):
+                url = self.sqs.get_queue_url(QueueName=destination.rsplit(":", 1)[1])["QueueUrl"]
+                self.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record, default=str))
+            elif destination.startswith("arn:aws:sns:"):
+                self.sns_client.publish(TopicArn=destination, Message=json.dumps(record, default=str))
+            else:
+                log.warning("on-failure destination %s is not emulated", destination)
+        except Exception as exc:
+            log.warning("could not send to on-failure destination %s: %s", destination, exc)
+
+    def _invoked(self, function: str, source: str, event: Any, inv: Invocation) -> None:
+        entry = {"t": time.time() - self.started_at, "function": function, "source": source, "ok": inv.ok,
+                 "duration": round(inv.duration, 3), "timed_out": inv.timed_out, "cold_start": inv.cold_start,
+                 "result": inv.result if isinstance(inv.result, dict) else None,
+                 "error": (inv.error or {}).get("errorType") if not inv.ok else None}
+        with self._inv_lock:
+            self.invocations.append(entry)
+        for listener in self.listeners:
+            listener(function, source, event, inv)
+
+    def _log_line(self, function: str, line: str) -> None:
+        if self._log_handle:
+            with self._log_lock:
+                self._log_handle.write(f"{function} {line}\n")
+
+    # ------------------------------------------------------------------ use
+
+    def resolve_function(self, name: str) -> str:
+        """A logical id, a code directory name (functions/<dir>) or a physical name -> the logical id."""
+        for logical, spec in self.functions.items():
+            if name in (logical, spec.dir_name, spec.name, f"functions/{spec.dir_name}", f"functions/{spec.dir_name}/"):
+                return logical
+        if name in self.skipped:
+            raise KeyError(f"{name} is skipped: {self.skipped[name]}")
+        raise KeyError(f"no function {name!r}; known: {', '.join(self.functions)}")
+
+    def invoke(self, function: str, event: Any, wait_seconds: float = 60.0) -> Invocation:
+        """A synchronous (RequestResponse) invocation; waits for a free slot up to ``wait_seconds``."""
+        logical = self.resolve_function(function)
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            inv = self.pools[logical].try_invoke(event, on_throttle_count=False)
+            if not inv.throttled or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if not inv.throttled:
+            self._invoked(logical, "direct", event, inv)
+        return inv
+
+    def invoke_async(self, function: str, event: Any) -> None:
+        self.invokers[self.resolve_function(function)].submit(event, "direct")
+
+    def busy(self) -> bool:
+        """Is anything still on its way (buffered stream records, queued or running invocations)?"""
+        return (any(m.pending() for m in self.mappings) or any(i.pending() for i in self.invokers.values())
+                or any(p.busy for p in self.pools.values()))
+
+    def stats(self) -> dict[str, Any]:
+        functions = {}
+        for logical, pool in self.pools.items():
+            functions[logical] = {**pool.stats, "async": dict(self.invokers[logical].stats)}
+        return {
+            "functions": functions,
+            "skipped": self.skipped,
+            "stream_mappings": [{"function": m.function, **m.stats} for m in self.mappings],
+            "sns": dict(self.sns.stats) if self.sns else {},
+            "schedules": {s.name: {"period_seconds": s.period, "enabled": s.enabled, "fired": s.fired} for s in self.schedules},
+            "ttl_deleted": sum(s.deleted for s in self.sweepers),
+            "failures_sent_to_destinations": self.failures_sent,
+        }
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return True
+            time.sleep(interval)
+        return condition()
+
+
+def _index(index: dict[str, Any], billing: str) -> dict[str, Any]:
+    out = {k: v for k, v in index.items() if k in ("IndexName", "KeySchema", "Projection")}
+    if billing == "PROVISIONED" and "ProvisionedThroughput" in index:
+        out["ProvisionedThroughput"] = index["ProvisionedThroughput"]
+    return out

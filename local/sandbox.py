@@ -1,0 +1,295 @@
+"""Lambda execution environments: one long-lived subprocess per function instance.
+
+The parent (``Sandbox``) starts ``python local/sandbox.py`` with the function's own environment; the child
+puts the function's code directory and its layers on ``sys.path`` (as /var/task and /opt/python), imports
+the handler once (init), then serves invocations: a JSON request line on stdin, a JSON response line on a
+separate result pipe. The handler's stdout/stderr (its logs) go to the child's stdout, which the parent
+reads and attributes to the invocation in progress. A ``FunctionPool`` keeps the idle sandboxes of one
+function and enforces its concurrency limit; an invocation past the function's timeout kills its sandbox.
+
+This file is also the child's program, so the child half uses the standard library only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+import uuid
+
+END_MARK = "\x00local-sandbox-end "
+
+
+# --------------------------------------------------------------------------- child
+
+
+class LambdaContext:
+    def __init__(self, request: dict) -> None:
+        self.function_name = request["function_name"]
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = request["function_arn"]
+        self.memory_limit_in_mb = int(request["memory"])
+        self.aws_request_id = request["request_id"]
+        self.log_group_name = f"/aws/lambda/{self.function_name}"
+        self.log_stream_name = f"local/{os.getpid()}"
+        self.identity = None
+        self.client_context = None
+        self._deadline = time.time() + float(request["timeout"])
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.time()) * 1000))
+
+
+def _child() -> None:
+    results = os.fdopen(int(os.environ.pop("LOCAL_SANDBOX_RESULT_FD")), "w", buffering=1)
+    code_dir = os.environ["LAMBDA_TASK_ROOT"]
+    layers = [p for p in os.environ.pop("LOCAL_SANDBOX_LAYERS", "").split(os.pathsep) if p]
+    sys.path[:] = [code_dir, *layers] + [p for p in sys.path[1:] if p]
+    module_name, _, function_name = os.environ["_HANDLER"].rpartition(".")
+    handler = None
+    init_error = None
+    try:
+        handler = getattr(importlib.import_module(module_name), function_name)
+    except Exception as exc:  # reported on every invocation, as Lambda does
+        init_error = {"errorType": "Runtime.ImportModuleError",
+                      "errorMessage": f"Unable to import module '{module_name}': {type(exc).__name__}: {exc}",
+                      "stackTrace": traceback.format_exc().splitlines()}
+        traceback.print_exc()
+    sys.stdout.flush()
+    for line in sys.stdin:
+        request = json.loads(line)
+        if init_error:
+            response = {"ok": False, **init_error}
+        else:
+            try:
+                result = handler(request["event"], LambdaContext(request))
+                response = {"ok": True, "result": json.loads(json.dumps(result))}
+            except Exception as exc:
+                traceback.print_exc()
+                response = {"ok": False, "errorType": type(exc).__name__, "errorMessage": str(exc),
+                            "stackTrace": traceback.format_exc().splitlines()}
+        sys.stdout.flush()
+        sys.stderr.flush()
+        print(END_MARK + request["request_id"], flush=True)
+        results.write(json.dumps(response, default=str) + "\n")
+
+
+# --------------------------------------------------------------------------- parent
+
+if __name__ != "__main__":
+    import queue
+    import subprocess
+    import threading
+    from dataclasses import dataclass, field
+    from pathlib import Path
+    from typing import Any, Callable
+
+    from local.template import ACCOUNT, REGION, FunctionSpec
+
+    @dataclass
+    class Invocation:
+        function: str
+        request_id: str
+        ok: bool = False
+        result: Any = None
+        error: dict[str, Any] | None = None
+        logs: list[str] = field(default_factory=list)
+        duration: float = 0.0
+        timed_out: bool = False
+        throttled: bool = False
+        cold_start: bool = False
+
+    def sandbox_environment(spec: FunctionSpec, endpoint_url: str) -> dict[str, str]:
+        """The function's environment, as Lambda would set it, pointed at the emulator."""
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            "TZ": "UTC",
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_ENDPOINT_URL": endpoint_url,
+            "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
+            "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory),
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+            "LAMBDA_TASK_ROOT": str(spec.code_dir),
+            "_HANDLER": spec.handler,
+            "LOCAL_SANDBOX_LAYERS": os.pathsep.join(str(d) for d in spec.layer_dirs),
+        }
+        env.update(spec.environment)
+        env["POWERTOOLS_TRACE_DISABLED"] = "true"
+        return env
+
+    class Sandbox:
+        """One execution environment (a child process) of one function."""
+
+        def __init__(self, spec: FunctionSpec, env: dict[str, str], log_sink: Callable[[str, str], None] | None) -> None:
+            self.spec = spec
+            self.log_sink = log_sink
+            read_fd, write_fd = os.pipe()
+            env = dict(env, LOCAL_SANDBOX_RESULT_FD=str(write_fd))
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve())],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=env, pass_fds=(write_fd,), cwd=str(spec.code_dir), text=True, bufsize=1,
+            )
+            os.close(write_fd)
+            self._results: queue.Queue[dict[str, Any] | None] = queue.Queue()
+            self._logs: list[str] = []
+            self._logs_lock = threading.Lock()
+            self._end = threading.Event()
+            self.invocations = 0
+            threading.Thread(target=self._read_results, args=(read_fd,), daemon=True).start()
+            threading.Thread(target=self._read_logs, daemon=True).start()
+
+        def _read_results(self, fd: int) -> None:
+            with os.fdopen(fd) as stream:
+                for line in stream:
+                    self._results.put(json.loads(line))
+            self._results.put(None)
+
+        def _read_logs(self) -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                if line.startswith(END_MARK):
+                    self._end.set()
+                    continue
+                with self._logs_lock:
+                    self._logs.append(line.rstrip("\n"))
+                if self.log_sink:
+                    self.log_sink(self.spec.logical_id, line.rstrip("\n"))
+            self._end.set()
+
+        @property
+        def alive(self) -> bool:
+            return self.proc.poll() is None
+
+        def invoke(self, event: Any, timeout: float | None = None) -> Invocation:
+            spec = self.spec
+            request_id = str(uuid.uuid4())
+            inv = Invocation(spec.logical_id, request_id, cold_start=self.invocations == 0)
+            self.invocations += 1
+            timeout = spec.timeout if timeout is None else timeout
+            request = {"event": event, "request_id": request_id, "function_name": spec.name, "memory": spec.memory,
+                       "timeout": timeout, "function_arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{spec.name}"}
+            self._end.clear()
+            started = time.monotonic()
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(json.dumps(request) + "\n")
+                self.proc.stdin.flush()
+                response = self._results.get(timeout=timeout + (5.0 if inv.cold_start else 0.5))
+            except queue.Empty:
+                response = None
+                inv.timed_out = True
+            except (BrokenPipeError, OSError):
+                response = None
+            inv.duration = time.monotonic() - started
+            if response is None:
+                self.kill()
+                inv.error = ({"errorType": "Sandbox.Timedout", "errorMessage": f"Task timed out after {timeout:.2f} seconds"}
+                             if inv.timed_out else {"errorType": "Runtime.ExitError", "errorMessage": "the runtime exited"})
+            else:
+                self._end.wait(2.0)
+                inv.ok = bool(response.pop("ok"))
+                if inv.ok:
+                    inv.result = response.get("result")
+                else:
+                    inv.error = response
+            with self._logs_lock:
+                inv.logs, self._logs = self._logs, []
+            return inv
+
+        def kill(self) -> None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+
+        def close(self) -> None:
+            if self.proc.poll() is None:
+                try:
+                    assert self.proc.stdin is not None
+                    self.proc.stdin.close()
+                    self.proc.wait(2)
+                except (OSError, subprocess.TimeoutExpired):
+                    self.kill()
+
+    class FunctionPool:
+        """The execution environments of one function, at most ``limit`` of them busy at once."""
+
+        def __init__(self, spec: FunctionSpec, endpoint_url: str, limit: int,
+                     log_sink: Callable[[str, str], None] | None = None) -> None:
+            self.spec = spec
+            self.env = sandbox_environment(spec, endpoint_url)
+            self.limit = limit
+            self.log_sink = log_sink
+            self._idle: list[Sandbox] = []
+            self._all: list[Sandbox] = []
+            self._busy = 0
+            self._lock = threading.Lock()
+            self._closed = False
+            self.stats = {"invocations": 0, "errors": 0, "timeouts": 0, "throttles": 0, "cold_starts": 0,
+                          "duration_seconds": 0.0, "max_concurrency": 0}
+
+        @property
+        def busy(self) -> int:
+            return self._busy
+
+        def try_invoke(self, event: Any, on_throttle_count: bool = True) -> Invocation:
+            """Invoke now if a slot is free; else return a throttled Invocation (nothing ran)."""
+            with self._lock:
+                if self._closed or self._busy >= self.limit:
+                    if on_throttle_count:
+                        self.stats["throttles"] += 1
+                    return Invocation(self.spec.logical_id, "", throttled=True,
+                                      error={"errorType": "TooManyRequestsException", "errorMessage": "Rate Exceeded."})
+                self._busy += 1
+                self.stats["max_concurrency"] = max(self.stats["max_concurrency"], self._busy)
+                sandbox = self._idle.pop() if self._idle else None
+            try:
+                if sandbox is None or not sandbox.alive:
+                    sandbox = Sandbox(self.spec, self.env, self.log_sink)
+                    with self._lock:
+                        self._all = [s for s in self._all if s.alive] + [sandbox]
+                inv = sandbox.invoke(event)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+            with self._lock:
+                self.stats["invocations"] += 1
+                self.stats["errors"] += 0 if inv.ok else 1
+                self.stats["timeouts"] += int(inv.timed_out)
+                self.stats["cold_starts"] += int(inv.cold_start)
+                self.stats["duration_seconds"] += inv.duration
+                if sandbox.alive and not self._closed:
+                    self._idle.append(sandbox)
+                else:
+                    sandbox.close()
+            return inv
+
+        def close(self) -> None:
+            with self._lock:
+                self._closed = True
+                idle, self._idle = self._idle, []
+                busy = [s for s in self._all if s not in idle]
+            for sandbox in idle:
+                sandbox.close()
+            for sandbox in busy:
+                sandbox.kill()
+
+
+if __name__ == "__main__":
+    _child()

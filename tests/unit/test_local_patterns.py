@@ -1,0 +1,101 @@
+"""The local engine's filter-pattern matcher (Lambda FilterCriteria / EventBridge / SNS filter policies)."""
+
+from __future__ import annotations
+
+import pytest
+
+from local.patterns import PatternError, matches, matches_any, sns_policy_matches
+
+INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"queue": {"S": "work"}, "priority": {"N": "9"}}}}
+TTL_REMOVE = {"eventName": "REMOVE", "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"}}
+USER_REMOVE = {"eventName": "REMOVE"}
+
+TEMPLATE_FILTERS = [
+    '{"eventName": ["INSERT"]}',
+    '{"eventName": ["REMOVE"], "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}}',
+]
+
+
+def test_the_templates_filters_pass_inserts_and_ttl_removes_only():
+    assert matches_any(TEMPLATE_FILTERS, INSERT)
+    assert matches_any(TEMPLATE_FILTERS, TTL_REMOVE)
+    assert not matches_any(TEMPLATE_FILTERS, USER_REMOVE)
+    assert not matches_any(TEMPLATE_FILTERS, {"eventName": "MODIFY"})
+
+
+def test_no_filters_pass_everything():
+    assert matches_any([], {"anything": 1})
+
+
+@pytest.mark.parametrize(
+    ("pattern", "event", "expected"),
+    [
+        ({"a": ["x"]}, {"a": "x"}, True),
+        ({"a": ["x"]}, {"a": "y"}, False),
+        ({"a": ["x"]}, {}, False),
+        ({"a": ["x", "y"]}, {"a": "y"}, True),
+        ({"a": ["x"]}, {"a": ["z", "x"]}, True),  # list value: any element
+        ({"a": [5]}, {"a": 5.0}, True),
+        ({"a": [5]}, {"a": "5"}, False),
+        ({"a": [None]}, {"a": None}, True),
+        ({"a": [True]}, {"a": True}, True),
+        ({"a": [True]}, {"a": 1}, False),
+        ({"a": {"b": {"c": ["d"]}}}, {"a": {"b": {"c": "d"}}}, True),
+        ({"a": {"b": {"c": ["d"]}}}, {"a": {"b": {"c": "e"}}}, False),
+        ({"a": {"b": ["d"]}}, {"a": "flat"}, False),
+        ({"a": [{"prefix": "dyn"}]}, {"a": "dynamodb"}, True),
+        ({"a": [{"prefix": "dyn"}]}, {"a": "sns"}, False),
+        ({"a": [{"prefix": {"equals-ignore-case": "DYN"}}]}, {"a": "dynamodb"}, True),
+        ({"a": [{"suffix": ".png"}]}, {"a": "x.png"}, True),
+        ({"a": [{"equals-ignore-case": "WORK"}]}, {"a": "work"}, True),
+        ({"a": [{"wildcard": "w*k"}]}, {"a": "work"}, True),
+        ({"a": [{"wildcard": "w*k"}]}, {"a": "worker"}, False),
+        ({"a": [{"exists": True}]}, {"a": "x"}, True),
+        ({"a": [{"exists": True}]}, {}, False),
+        ({"a": [{"exists": False}]}, {}, True),
+        ({"a": [{"exists": False}]}, {"a": 1}, False),
+        ({"a": {"b": [{"exists": False}]}}, {"a": {}}, True),
+        ({"a": [{"anything-but": "x"}]}, {"a": "y"}, True),
+        ({"a": [{"anything-but": "x"}]}, {"a": "x"}, False),
+        ({"a": [{"anything-but": "x"}]}, {}, False),
+        ({"a": [{"anything-but": ["x", "y"]}]}, {"a": "y"}, False),
+        ({"a": [{"anything-but": {"prefix": "x"}}]}, {"a": "xy"}, False),
+        ({"a": [{"anything-but": {"prefix": "x"}}]}, {"a": "yx"}, True),
+        ({"a": [{"numeric": [">", 0, "<=", 5]}]}, {"a": 5}, True),
+        ({"a": [{"numeric": [">", 0, "<=", 5]}]}, {"a": 0}, False),
+        ({"a": [{"numeric": ["=", 3]}]}, {"a": "3"}, False),
+        ({"$or": [{"a": ["x"]}, {"b": ["y"]}]}, {"b": "y"}, True),
+        ({"$or": [{"a": ["x"]}, {"b": ["y"]}]}, {"b": "z"}, False),
+        ({"a": ["x"], "b": ["y"]}, {"a": "x", "b": "z"}, False),  # every key must match
+    ],
+)
+def test_pattern_syntax(pattern, event, expected):
+    assert matches(pattern, event) is expected
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ['not json', '[1]', {"a": "x"}, {"a": []}, {"a": [{"cidr": "10.0.0.0/8"}]}, {"a": [{"numeric": [">"]}]},
+     {"a": [{"exists": "yes"}]}, {"a": [{"prefix": "x", "suffix": "y"}]}],
+)
+def test_unsupported_or_malformed_patterns_fail_loudly(pattern):
+    with pytest.raises(PatternError):
+        matches(pattern, {"a": 5})
+
+
+def test_sns_filter_policy_on_message_attributes():
+    attrs = {"queue": {"Type": "String", "Value": "work"}, "size": {"Type": "Number", "Value": "12"}}
+    assert sns_policy_matches({"queue": ["work"]}, attrs)
+    assert not sns_policy_matches({"queue": ["calls"]}, attrs)
+    assert sns_policy_matches({"size": [{"numeric": [">", 10]}]}, attrs)
+    assert not sns_policy_matches({"queue": ["work"]}, {})
+    assert sns_policy_matches(None, {})
+    # Publish-side shape (DataType/StringValue) and String.Array.
+    assert sns_policy_matches({"queue": ["work"]}, {"queue": {"DataType": "String", "StringValue": "work"}})
+    assert sns_policy_matches({"tags": ["b"]}, {"tags": {"Type": "String.Array", "Value": '["a", "b"]'}})
+
+
+def test_sns_filter_policy_on_the_message_body():
+    assert sns_policy_matches({"queue": ["work"]}, {}, '{"queue": "work"}', scope="MessageBody")
+    assert not sns_policy_matches({"queue": ["work"]}, {}, '{"queue": "calls"}', scope="MessageBody")
+    assert not sns_policy_matches({"queue": ["work"]}, {}, "not json", scope="MessageBody")

@@ -1,0 +1,94 @@
+"""The local engine's template reader: short-form tags, intrinsic functions, parameters, Globals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from local.template import Resolver, Template, TemplateError, load_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def resolver() -> Resolver:
+    return Resolver(
+        refs={"Table": "tq-Table", "Topic": "arn:aws:sns:us-east-1:123456789012:tq-Topic", "Count": "15",
+              "AWS::Region": "us-east-1", "AWS::NoValue": None},
+        attrs={"Table.StreamArn": "arn:stream", "Topic.TopicName": "tq-Topic"},
+        conditions={"IsProd": False},
+    )
+
+
+def test_short_tags_load_as_long_form():
+    doc = load_yaml("a: !Ref X\nb: !GetAtt T.Arn\nc: !Sub '${X}'\nd: !Join [',', [a, !Ref Y]]\ne: !GetAtt [T, StreamArn]\n")
+    assert doc == {"a": {"Ref": "X"}, "b": {"Fn::GetAtt": ["T", "Arn"]}, "c": {"Fn::Sub": "${X}"},
+                   "d": {"Fn::Join": [",", ["a", {"Ref": "Y"}]]}, "e": {"Fn::GetAtt": ["T", "StreamArn"]}}
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        ({"Ref": "Table"}, "tq-Table"),
+        ({"Fn::GetAtt": ["Table", "StreamArn"]}, "arn:stream"),
+        ({"Fn::GetAtt": "Topic.TopicName"}, "tq-Topic"),
+        ({"Fn::Sub": '{"queue": "work", "count": ${Count}}'}, '{"queue": "work", "count": 15}'),
+        ({"Fn::Sub": "${Topic.TopicName}-${AWS::Region}"}, "tq-Topic-us-east-1"),
+        ({"Fn::Sub": "${!Literal}"}, "${Literal}"),
+        ({"Fn::Sub": ["${A}-${Table}", {"A": {"Ref": "Count"}}]}, "15-tq-Table"),
+        ({"Fn::Join": ["/", ["a", {"Ref": "Table"}]]}, "a/tq-Table"),
+        ({"Fn::Select": [1, ["a", "b"]]}, "b"),
+        ({"Fn::Split": [",", "a,b"]}, ["a", "b"]),
+        ({"Fn::If": ["IsProd", "p", "d"]}, "d"),
+        ({"Fn::Equals": [{"Ref": "Count"}, 15]}, True),
+        ({"Fn::Not": [{"Fn::Equals": ["a", "a"]}]}, False),
+        ({"Fn::ToJsonString": {"a": {"Ref": "Count"}}}, '{"a":"15"}'),
+        ({"Nested": [{"Ref": "Table"}, {"k": {"Ref": "Count"}}]}, {"Nested": ["tq-Table", {"k": "15"}]}),
+    ],
+)
+def test_intrinsics(expr, expected):
+    assert resolver().resolve(expr) == expected
+
+
+def test_no_value_removes_the_key():
+    r = resolver()
+    r.refs["AWS::NoValue"] = None
+    assert r.resolve({"a": 1, "b": {"Ref": "AWS::NoValue"}}) == {"a": 1}
+
+
+@pytest.mark.parametrize("expr", [{"Ref": "Nope"}, {"Fn::GetAtt": ["Table", "Nope"]}, {"Fn::Sub": "${Nope}"},
+                                  {"Fn::If": ["NoSuchCondition", 1, 2]}, {"Fn::Cidr": ["10.0.0.0/16", 2, 8]}])
+def test_unresolvable_references_name_what_is_missing(expr):
+    with pytest.raises(TemplateError):
+        resolver().resolve(expr)
+
+
+def test_the_project_template_resolves_with_overrides_and_globals():
+    t = Template(REPO / "template.yaml", {"TimeBudgetSeconds": 7, "CreateTasksCount": 4})
+    for logical in t.of_type("AWS::DynamoDB::Table"):  # known only once the emulator made the table
+        t.resolver.attrs[f"{logical}.StreamArn"] = f"arn:aws:dynamodb:us-east-1:123456789012:table/{logical}/stream/now"
+    fns = t.functions()
+    process = fns["ProcessTasksFunction"]
+    assert process.environment["TIME_BUDGET_SECONDS"] == "7"  # a parameter through Globals
+    assert process.environment["QUEUE_TABLE_NAME"] == t.resolver.refs["QueueTable"]  # Ref to a table: its name
+    assert process.environment["TRIGGER_TOPIC_ARN"].startswith("arn:aws:sns:")  # Ref to a topic: its ARN
+    assert process.environment["TASK_RUNNER"] == "taskqueue.runner:fake_legacy_system"  # function's own variables merged
+    assert process.environment["POWERTOOLS_SERVICE_NAME"] == "taskqueue"
+    assert process.reserved_concurrency == 1 and process.timeout == 180
+    assert process.max_retry_attempts == 1 and process.on_failure.endswith("FailedEventsQueue")
+    assert process.layer_dirs == [REPO / "layers" / "taskqueue"]
+    assert process.code_dir == REPO / "functions" / "process_tasks"
+    assert fns["CreateTasksFunction"].events["Schedule"]["Properties"]["Input"] == '{"queue": "work", "count": 4}'
+    stream = fns["TriggerFunction"].events["QueueStream"]["Properties"]
+    assert stream["Stream"].endswith("/QueueTable/stream/now")
+    assert fns["TriggerFunction"].timeout == 30  # from Globals
+    assert fns["ProcessTasksFunction"].events["Wake"]["Properties"]["FilterPolicy"] == {"queue": ["work"]}
+
+
+def test_parameter_overrides_are_checked():
+    with pytest.raises(TemplateError, match="not declared"):
+        Template(REPO / "template.yaml", {"NoSuchParameter": 1})
+    with pytest.raises(TemplateError, match="AllowedValues|not one of"):
+        Template(REPO / "template.yaml", {"CreateTasksScheduleState": "MAYBE"})
+    with pytest.raises(TemplateError, match="MinValue"):
+        Template(REPO / "template.yaml", {"TimeBudgetSeconds": 0})
