@@ -37,7 +37,7 @@ def handle(event: dict[str, Any], svc: Services) -> dict[str, Any]:
     metrics.add_metric(name="TasksCreated", unit=MetricUnit.Count, value=result.created)
     logger.info(
         "tasks created",
-        extra={"queue": request.queue, "created": result.created, "already_existed": result.already_existed},
+        extra={"queue": request.queue, "tasks_created": result.created, "already_existed": result.already_existed},
     )
     return {
         "queue": request.queue,

@@ -1,0 +1,111 @@
+"""ProcessTasks against moto: newest first, capacity respected, outcomes recorded, tail calls."""
+
+import threading
+from typing import Any
+
+import pytest
+
+from taskqueue.errors import PermanentTaskError
+from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.runner import FakeLegacySystem
+from taskqueue.services import Services
+from taskqueue.states import TaskStatus
+from tests.conftest import make_settings
+from tests.support import load_event, load_function
+
+app = load_function("process_tasks")
+
+
+def seed(svc: Services, clock, n: int, **body: Any) -> list[str]:
+    ids = []
+    for _ in range(n):
+        tasks = new_tasks(parse_create_request(body, svc.settings), clock.now_ms(), svc.settings)
+        svc.store.put_tasks(tasks)
+        ids.append(tasks[0].task_id)
+        clock.advance(1)
+    return ids
+
+
+class RecordingRunner:
+    def __init__(self, fail_with: Exception | None = None) -> None:
+        self.seen: list[str] = []
+        self._lock = threading.Lock()
+        self._fail_with = fail_with
+
+    def __call__(self, task):
+        with self._lock:
+            self.seen.append(task.task_id)
+        if self._fail_with:
+            raise self._fail_with
+        return {"ok": task.task_id}
+
+
+def test_processes_every_task_newest_first_and_records_success(services, clock, topics):
+    ids = seed(services, clock, 6)
+    runner = RecordingRunner()
+    services = Services(make_settings(topics, runner_capacity=1), services.store, services.notifier, clock)
+    report = app.handle(load_event("process_tasks-sns-wake.json"), 120, "req-1", services, runner)
+    assert runner.seen == list(reversed(ids))
+    assert (report.claimed, report.succeeded, report.stopped_by, report.work_remains) == (6, 6, "empty", False)
+    assert all(services.store.get(i).status is TaskStatus.SUCCESS for i in ids)
+    assert topics.tail_calls() == []
+
+
+def test_claims_only_when_the_runner_has_capacity(services, clock):
+    seed(services, clock, 9)
+    fake = FakeLegacySystem(capacity=3, duration_seconds=0.05)
+    report = app.handle({"queue": "work"}, 120, "req-1", services, fake)
+    # No claim-then-bounce: never more in flight than capacity, so the fake never refused one.
+    assert fake.peak_in_flight <= 3
+    assert (report.claimed, report.succeeded, report.released) == (9, 9, 0)
+
+
+def test_transient_failures_retry_then_dead_letter(services, clock):
+    (task_id,) = seed(services, clock, 1, maxAttempts=3)
+    runner = RecordingRunner(fail_with=RuntimeError("legacy system timed out"))
+    report = app.handle({"queue": "work"}, 120, "req-1", services, runner)
+    # retry_base_seconds is 0 in tests, so each retry is claimable at once.
+    assert runner.seen == [task_id] * 3
+    assert (report.released, report.failed) == (2, 1)
+    dead = services.store.get(task_id)
+    assert dead.status is TaskStatus.FAILURE and dead.attempts == 3
+    assert "attempts exhausted (3)" in dead.last_error and "legacy system timed out" in dead.last_error
+
+
+def test_permanent_error_fails_at_once(services, clock):
+    (task_id,) = seed(services, clock, 1)
+    report = app.handle({"queue": "work"}, 120, "req-1", services, RecordingRunner(PermanentTaskError("bad ip")))
+    assert (report.claimed, report.failed, report.released) == (1, 1, 0)
+    assert services.store.get(task_id).last_error == "permanent error: bad ip"
+
+
+def test_tail_calls_when_claimable_work_remains_at_the_budget(services, clock, topics):
+    seed(services, clock, 5)
+    svc = Services(make_settings(topics, runner_capacity=1, time_budget_seconds=0.01), services.store, services.notifier, clock)
+
+    class SlowRunner(RecordingRunner):
+        def __call__(self, task):
+            result = super().__call__(task)
+            clock.advance(1)  # the task takes a second on the injected clock: past the budget
+            return result
+
+    report = app.handle({"queue": "work"}, 120, "req-1", svc, SlowRunner())
+    assert report.stopped_by == "budget" and report.work_remains is True
+    assert 1 <= report.claimed < 5
+    assert topics.tail_calls() == ["work"]
+
+
+def test_recovers_expired_leases_before_claiming(services, clock):
+    (task_id,) = seed(services, clock, 1)
+    crashed = services.store.claim(services.store.candidates("work", 1)[0], "crashed-worker")
+    clock.advance(services.settings.lease_seconds + 1)
+    report = app.handle({"queue": "work"}, 120, "req-2", services, RecordingRunner())
+    assert (report.recovered, report.succeeded) == (1, 1)
+    assert services.store.complete(crashed, "crashed-worker") is False
+    done = services.store.get(task_id)
+    assert done.status is TaskStatus.SUCCESS and done.attempts == 2
+
+
+def test_wake_up_without_a_queue_is_refused(services):
+    with pytest.raises(Exception, match="wake-up must be an SNS notification"):
+        app.handle({}, 120, "req-1", services, RecordingRunner())
