@@ -6,8 +6,9 @@ PY := $(VENV)/bin/python
 SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 SAM_CLI_VERSION := 1.170.0
-# sam build needs the python3.13 runtime's interpreter: take it from PATH or from pyenv.
-PY313 := $(shell command -v python3.13 2>/dev/null || ls -d $$(pyenv root 2>/dev/null)/versions/3.13*/bin 2>/dev/null | tail -1 | sed 's|$$|/python3.13|')
+# sam build needs the python3.13 runtime's interpreter: take pyenv's 3.13 (its real bin, not the shim,
+# which hangs when 3.13 is not the active version), else a python3.13 on PATH.
+PY313 := $(or $(lastword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13)),$(shell command -v python3.13 2>/dev/null))
 
 .PHONY: venv test lint build validate demo invoke clean
 
@@ -15,6 +16,7 @@ $(VENV)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet -e .
 	touch $@
 
 venv: $(VENV)/.installed
@@ -31,11 +33,20 @@ lint: venv
 	$(VENV)/bin/cfn-lint template.yaml
 
 validate: $(SAM_VENV)/.installed
-	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint
+	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint < /dev/null
 
 build: $(SAM_VENV)/.installed
 	@test -x "$(PY313)" || { echo "python3.13 not found on PATH or in pyenv: sam build needs it for the python3.13 runtime"; exit 1; }
-	PATH="$(dir $(PY313)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM) build
+	PATH="$(dir $(PY313)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM) build < /dev/null
+
+# The local engine (docs/local-engine.md): a scenario end to end, and one function once with an event file.
+SCENARIO ?= steady
+demo: venv
+	$(PY) -m local demo --scenario $(SCENARIO) $(if $(PARAMS),--param-overrides $(PARAMS))
+
+invoke: venv
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<FunctionLogicalId or dir> EVENT=events/<file>.json"; exit 2; }
+	$(PY) -m local invoke $(FN) $(EVENT) $(if $(PARAMS),--param-overrides $(PARAMS))
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache reports

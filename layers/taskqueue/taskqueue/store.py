@@ -8,6 +8,7 @@ exception; other ``ClientError`` codes become ``StoreError`` with a message sayi
 
 from __future__ import annotations
 
+import base64
 import heapq
 import json
 import random
@@ -21,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from taskqueue import keys
 from taskqueue.clock import Clock, SystemClock
-from taskqueue.errors import TaskNotFound, TaskQueueError
+from taskqueue.errors import ConditionFailed, InvalidTaskInput, InvalidTransition, TaskNotFound, TaskQueueError
 from taskqueue.model import Task, from_item, to_item
 from taskqueue.settings import Settings
 from taskqueue.states import TaskStatus, check_transition
@@ -316,6 +317,420 @@ class TaskStore:
         )
         return target if written is not None else None
 
+    # ---- operations on waiting and dead-lettered tasks (see the notes at the end of the module) ----
+
+    def _op_source(self, task_id: str, operation: str) -> Task:
+        task: Task = self.get(task_id)
+        if task.status not in _OPERATION_SOURCES[operation]:
+            raise InvalidTransition(_refusal(task, operation))
+        return task
+
+    def _op_write(
+        self,
+        task: Task,
+        operation: str,
+        target: TaskStatus,
+        now_ms: int,
+        set_: dict[str, AttributeValue],
+        remove: tuple[str, ...],
+        condition: str | None,
+        values: Mapping[str, AttributeValue] | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> Task:
+        item = self._transition(
+            task.task_id, task.status, target, now_ms=now_ms, set_=set_, remove=remove,
+            condition=condition, values=values, names=names,
+        )
+        if item is None:
+            try:
+                now = self.get(task.task_id)
+            except TaskNotFound:
+                raise ConditionFailed(f"cannot {operation} task {task.task_id!r}: it was removed meanwhile") from None
+            raise ConditionFailed(
+                f"cannot {operation} task {task.task_id!r}: it changed while the operation ran "
+                f"(it was {task.status}, it is {now.status} now); read it again and retry"
+            )
+        return from_item(item)
+
+    def cancel(self, task_id: str, now_ms: int | None = None) -> Task:
+        """PENDING -> CANCELLED. The task leaves the ReadyIndex, is findable in the StatusIndex under
+        ``<queue>#CANCELLED#<shard>`` and keeps the retention ttl; ``redrive`` can bring it back."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        task = self._op_source(task_id, "cancel")
+        set_ = self._finished_attributes(now_ms) | {
+            "statusKey": {"S": keys.status_key(task.queue, TaskStatus.CANCELLED.value, task.shard)},
+            "statusSort": {"N": str(now_ms)},
+        }
+        return self._op_write(task, "cancel", TaskStatus.CANCELLED, now_ms, set_, ("readyKey", "readySort", "notBefore"), None)
+
+    def reprioritize(self, task_id: str, priority: int, now_ms: int | None = None) -> Task:
+        """PENDING -> PENDING with a new priority: the task moves to its new place in the ReadyIndex,
+        keeping its order time (so it keeps its place among tasks of the new priority)."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        keys.validate_priority(priority)
+        task = self._op_source(task_id, "reprioritize")
+        self._refuse_if_expired(task, "reprioritize", now_ms)
+        order = self._settings.order_of(task.queue)
+        set_ = {
+            "priority": {"N": str(priority)},
+            "readySort": {"S": keys.ready_sort(priority, task.enqueued_ms, task.task_id, order)},
+        }
+        return self._op_write(
+            task, "reprioritize", TaskStatus.PENDING, now_ms, set_, (),
+            "enqueued = :seenEnqueued AND #ttl > :nowSeconds",
+            values={":seenEnqueued": {"N": str(task.enqueued_ms)}, ":nowSeconds": {"N": str(now_ms // 1000)}},
+            names={"#ttl": "ttl"},
+        )
+
+    def touch(self, task_id: str, now_ms: int | None = None) -> Task:
+        """PENDING -> PENDING with order time = now: the task takes the place a new task would take (the
+        front of a LIFO queue, the back of a FIFO queue, within its priority). Its ttl, attempts and any
+        not-before time are kept."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        task = self._op_source(task_id, "touch")
+        self._refuse_if_expired(task, "touch", now_ms)
+        order = self._settings.order_of(task.queue)
+        set_ = {
+            "enqueued": {"N": str(now_ms)},
+            "readySort": {"S": keys.ready_sort(task.priority, now_ms, task.task_id, order)},
+        }
+        return self._op_write(
+            task, "touch", TaskStatus.PENDING, now_ms, set_, (),
+            "priority = :seenPriority AND #ttl > :nowSeconds",
+            values={":seenPriority": {"N": str(task.priority)}, ":nowSeconds": {"N": str(now_ms // 1000)}},
+            names={"#ttl": "ttl"},
+        )
+
+    def redrive(self, task_id: str, ttl_seconds: int | None = None, now_ms: int | None = None) -> Task:
+        """FAILURE or CANCELLED -> PENDING (restore): attempts reset to 0, ``lastError`` kept, a fresh ttl
+        (now + ``ttl_seconds``, default DEFAULT_TTL_SECONDS), order time = now (served as a new task would
+        be), back in the ReadyIndex. A redrive is an UpdateItem, not an INSERT, so the stream does not wake
+        the worker: publish a wake-up (``Notifier.tail_call``) or let the safety net find it."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        task = self._op_source(task_id, "redrive")
+        ttl_seconds = self._settings.default_ttl_seconds if ttl_seconds is None else ttl_seconds
+        if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or ttl_seconds < 1:
+            raise InvalidTaskInput(f"ttl_seconds must be a whole number of seconds >= 1, got {ttl_seconds!r}")
+        order = self._settings.order_of(task.queue)
+        set_ = {
+            "attempts": {"N": "0"},
+            "enqueued": {"N": str(now_ms)},
+            "ttl": {"N": str(now_ms // 1000 + ttl_seconds)},
+            "readyKey": {"S": keys.ready_key(task.queue, task.shard)},
+            "readySort": {"S": keys.ready_sort(task.priority, now_ms, task.task_id, order)},
+        }
+        return self._op_write(
+            task, "redrive", TaskStatus.PENDING, now_ms, set_,
+            ("statusKey", "statusSort", "leaseOwner", "leaseExpires", "notBefore", "result"),
+            "priority = :seenPriority",
+            values={":seenPriority": {"N": str(task.priority)}},
+        )
+
+    def dead_letters(self, queue: str, status: TaskStatus = TaskStatus.FAILURE, limit: int = 1000) -> list[str]:
+        """Ids of a queue's FAILURE (or CANCELLED) tasks, newest first per shard, via the StatusIndex."""
+        if status not in (TaskStatus.FAILURE, TaskStatus.CANCELLED):
+            raise InvalidTaskInput(f"dead letters are FAILURE or CANCELLED tasks, not {status}")
+        self._settings.order_of(queue)
+        found: list[str] = []
+        for shard in range(self._settings.queue_shards):
+            if len(found) >= limit:
+                break
+            found += [
+                item["taskId"]["S"]
+                for item in self._query_all(
+                    IndexName=STATUS_INDEX,
+                    KeyConditionExpression="statusKey = :k",
+                    ExpressionAttributeValues={":k": {"S": keys.status_key(queue, status.value, shard)}},
+                    ScanIndexForward=False,
+                    limit=limit - len(found),
+                )
+            ]
+        return found
+
+    def recover_expired_leases(self, queue: str, retry_at_ms: int | None = None, now_ms: int | None = None) -> dict[str, int]:
+        """Recover every expired lease of a queue (for the safety net); counts per new status."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        outcome = {TaskStatus.PENDING.value: 0, TaskStatus.FAILURE.value: 0}
+        for task_id in self.expired_leases(queue, now_ms):
+            status = self.recover_lease(task_id, retry_at_ms, now_ms)
+            if status is not None:
+                outcome[status.value] += 1
+        return outcome
+
+    def _refuse_if_expired(self, task: Task, operation: str, now_ms: int) -> None:
+        if task.ttl <= now_ms // 1000:
+            raise InvalidTransition(
+                f"cannot {operation} task {task.task_id!r}: it is PENDING but its ttl passed "
+                f"{now_ms // 1000 - task.ttl} s ago, so it will never be served (it is shed); "
+                "cancel it, or create a new task"
+            )
+
+    # ---- reads for operators ------------------------------------------------------------------
+
+    def peek(self, queue: str, now_ms: int | None = None) -> Task | None:
+        """The task the queue would serve next (highest priority, then its order), without claiming it."""
+        for candidate in self.candidates(queue, 1, now_ms):
+            try:
+                return self.get(candidate.task_id)
+            except TaskNotFound:  # removed by TTL between the index read and the get
+                continue
+        return None
+
+    def list_tasks(
+        self,
+        queue: str | None = None,
+        status: TaskStatus | str | None = None,
+        limit: int = 20,
+        page_token: str | None = None,
+    ) -> TaskPage:
+        """A page of tasks; ``queue`` None = every configured queue, ``status`` None = every index-backed
+        state (PENDING, TAKEN, FAILURE, CANCELLED). One (queue, state) after another, and within each:
+
+        - PENDING (ReadyIndex): in the order the queue serves them: higher priority first, then newest first
+          (LIFO) or oldest first (FIFO). Delayed and expired-but-not-yet-deleted tasks are included.
+        - TAKEN (StatusIndex, by lease expiry), FAILURE and CANCELLED (StatusIndex, by update time): newest first.
+        - SUCCESS is not indexed (finished work costs no index writes): a Scan with a filter, which reads the
+          whole table page by page; tasks come in table order, each page sorted newest first.
+
+        Shards are merged. ``page_token`` is the opaque ``next_token`` of the previous page."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise InvalidTaskInput(f"limit must be a whole number from 1 to 1000, got {limit!r}")
+        queues = [queue] if queue is not None else sorted(self._settings.queue_orders)
+        for q in queues:
+            self._settings.order_of(q)
+        if status is None:
+            statuses: tuple[TaskStatus, ...] = LISTABLE_BY_INDEX
+        else:
+            try:
+                statuses = (TaskStatus(str(status).upper()),)
+            except ValueError:
+                raise InvalidTaskInput(
+                    f"unknown state {status!r}; states: {', '.join(s.value for s in TaskStatus)}"
+                ) from None
+        segments = [(q, s) for s in statuses for q in queues]
+        position = _decode_token(page_token, len(segments))
+        tasks: list[Task] = []
+        segment, cursor = position
+        while segment < len(segments) and len(tasks) < limit:
+            q, s = segments[segment]
+            if s is TaskStatus.SUCCESS:
+                ids, cursor = self._scan_page(q, s, limit - len(tasks), cursor)
+            else:
+                ids, cursor = self._merged_index_page(q, s, limit - len(tasks), cursor)
+            tasks += self._get_many(ids)
+            if cursor is None:
+                segment, cursor = segment + 1, None
+        token = _encode_token(segment, cursor) if segment < len(segments) else None
+        return TaskPage(tasks=tasks, next_token=token)
+
+    def _partitions(self, queue: str, status: TaskStatus) -> tuple[str, str, str, list[str]]:
+        shards = range(self._settings.queue_shards)
+        if status is TaskStatus.PENDING:
+            return READY_INDEX, "readyKey", "readySort", [keys.ready_key(queue, n) for n in shards]
+        return STATUS_INDEX, "statusKey", "statusSort", [keys.status_key(queue, status.value, n) for n in shards]
+
+    def _merged_index_page(
+        self, queue: str, status: TaskStatus, limit: int, cursor: Any
+    ) -> tuple[list[str], Any]:
+        """Up to ``limit`` ids from every shard of a (queue, state), merged in descending sort-key order.
+        The cursor is, per shard, the ExclusiveStartKey to resume from ("done" when exhausted)."""
+        index, hash_name, sort_name, partitions = self._partitions(queue, status)
+        cursors: list[Any] = list(cursor) if cursor else [None] * len(partitions)
+        if len(cursors) != len(partitions):
+            raise InvalidTaskInput("the page token is from a different shard count; start the listing again")
+        fetched: list[list[dict[str, Any]]] = []
+        more: list[bool] = []
+        for partition, start in zip(partitions, cursors):
+            if start == "done":
+                fetched.append([])
+                more.append(False)
+                continue
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": index,
+                "KeyConditionExpression": "#h = :h",
+                "ExpressionAttributeNames": {"#h": hash_name},
+                "ExpressionAttributeValues": {":h": {"S": partition}},
+                "ScanIndexForward": False,
+                "Limit": limit,
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            items: list[dict[str, Any]] = []
+            last = None
+            while len(items) < limit:
+                response = self._call("query", **kwargs)
+                items += response.get("Items", [])
+                last = response.get("LastEvaluatedKey")
+                if not last:
+                    break
+                kwargs["ExclusiveStartKey"] = last
+            fetched.append(items[:limit])
+            more.append(bool(last) or len(items) > limit)
+
+        def sort_value(item: dict[str, Any]) -> Any:
+            value = item[sort_name]
+            return value["S"] if "S" in value else int(value["N"])
+
+        tagged = (
+            [(sort_value(item), shard, item) for item in items] for shard, items in enumerate(fetched)
+        )
+        merged = list(heapq.merge(*tagged, key=lambda t: t[0], reverse=True))[:limit]
+        taken_per_shard = [0] * len(partitions)
+        for _, shard, _item in merged:
+            taken_per_shard[shard] += 1
+        new_cursors: list[Any] = []
+        for shard, items in enumerate(fetched):
+            taken = taken_per_shard[shard]
+            if cursors[shard] == "done" or (taken == len(items) and not more[shard]):
+                new_cursors.append("done")
+            elif taken == 0:
+                new_cursors.append(cursors[shard])
+            else:
+                last_item = items[taken - 1]
+                new_cursors.append(
+                    {name: last_item[name] for name in ("taskId", hash_name, sort_name)}
+                )
+        ids = [item["taskId"]["S"] for _, _, item in merged]
+        return ids, (None if all(c == "done" for c in new_cursors) else new_cursors)
+
+    def _scan_page(self, queue: str, status: TaskStatus, limit: int, cursor: Any) -> tuple[list[str], Any]:
+        """SUCCESS tasks of a queue by a filtered Scan (documented cost: reads the whole table)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "#q = :q AND #s = :s",
+            "ExpressionAttributeNames": {"#q": "queue", "#s": "taskStatus", "#u": "taskUpdated"},
+            "ExpressionAttributeValues": {":q": {"S": queue}, ":s": {"S": status.value}},
+            "ProjectionExpression": "taskId, #u",
+        }
+        found: list[dict[str, Any]] = []
+        start = cursor
+        while len(found) < limit:
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            kwargs["Limit"] = max(limit - len(found), 25)
+            response = self._call("scan", **kwargs)
+            page = response.get("Items", [])
+            room = limit - len(found)
+            if len(page) > room:
+                # Resume after the last item kept (the table key alone is a valid ExclusiveStartKey).
+                page = page[:room]
+                found += page
+                start = {"taskId": page[-1]["taskId"]}
+                break
+            found += page
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        found.sort(key=lambda item: int(item["taskUpdated"]["N"]), reverse=True)
+        return [item["taskId"]["S"] for item in found], start or None
+
+    def _get_many(self, task_ids: Sequence[str]) -> list[Task]:
+        """The tasks of ``task_ids`` in that order (BatchGetItem, strongly consistent); vanished ids skipped."""
+        found: dict[str, Task] = {}
+        for start in range(0, len(task_ids), 100):
+            wanted = list(dict.fromkeys(task_ids[start : start + 100]))
+            request: dict[str, Any] = {
+                self._table: {"Keys": [_key(t) for t in wanted], "ConsistentRead": True}
+            }
+            for round_number in range(_MAX_BATCH_ROUNDS):
+                response = self._call("batch_get_item", RequestItems=request)
+                for item in response.get("Responses", {}).get(self._table, []):
+                    task = from_item(item)
+                    found[task.task_id] = task
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                self._clock.sleep(random.uniform(0, 0.05 * 2**round_number))
+        return [found[t] for t in task_ids if t in found]
+
+    def stats(self, queues: Sequence[str] | None = None, include_success: bool = False, now_ms: int | None = None) -> list[QueueStats]:
+        """Counts per queue and state by index queries (no table scan): PENDING by reading the ReadyIndex
+        keys (the same read cost as a COUNT, and it gives the ages), TAKEN / FAILURE / CANCELLED by
+        ``Select=COUNT`` on the StatusIndex. SUCCESS only with ``include_success`` (a filtered COUNT scan)."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        result: list[QueueStats] = []
+        for queue in queues or sorted(self._settings.queue_orders):
+            order = self._settings.order_of(queue)
+            pending = claimable = delayed = expired = 0
+            oldest: int | None = None
+            newest: int | None = None
+            for shard in range(self._settings.queue_shards):
+                for item in self._query_all(
+                    IndexName=READY_INDEX,
+                    KeyConditionExpression="readyKey = :k",
+                    ExpressionAttributeValues={":k": {"S": keys.ready_key(queue, shard)}},
+                    ProjectionExpression="readySort, #ttl, notBefore",
+                    ExpressionAttributeNames={"#ttl": "ttl"},
+                    limit=10**9,
+                ):
+                    pending += 1
+                    ttl = int(item["ttl"]["N"])
+                    not_before = int(item["notBefore"]["N"]) if "notBefore" in item else None
+                    if ttl <= now_ms // 1000:
+                        expired += 1
+                        continue
+                    if not is_claimable(ttl, not_before, now_ms):
+                        delayed += 1
+                    else:
+                        claimable += 1
+                    _, enqueued, _ = keys.parse_ready_sort(item["readySort"]["S"], order)
+                    oldest = enqueued if oldest is None else min(oldest, enqueued)
+                    newest = enqueued if newest is None else max(newest, enqueued)
+            counts = {TaskStatus.PENDING.value: pending}
+            for status in (TaskStatus.TAKEN, TaskStatus.FAILURE, TaskStatus.CANCELLED):
+                counts[status.value] = sum(
+                    self._count(STATUS_INDEX, "statusKey", keys.status_key(queue, status.value, shard))
+                    for shard in range(self._settings.queue_shards)
+                )
+            if include_success:
+                counts[TaskStatus.SUCCESS.value] = self._count_scan(queue, TaskStatus.SUCCESS)
+            result.append(
+                QueueStats(
+                    queue=queue,
+                    counts=counts,
+                    claimable=claimable,
+                    delayed=delayed,
+                    expired=expired,
+                    oldest_waiting_ms=None if oldest is None else max(0, now_ms - oldest),
+                    newest_waiting_ms=None if newest is None else max(0, now_ms - newest),
+                )
+            )
+        return result
+
+    def _count(self, index: str, hash_name: str, partition: str) -> int:
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": index,
+            "KeyConditionExpression": "#h = :h",
+            "ExpressionAttributeNames": {"#h": hash_name},
+            "ExpressionAttributeValues": {":h": {"S": partition}},
+            "Select": "COUNT",
+        }
+        total = 0
+        while True:
+            response = self._call("query", **kwargs)
+            total += int(response.get("Count", 0))
+            if "LastEvaluatedKey" not in response:
+                return total
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _count_scan(self, queue: str, status: TaskStatus) -> int:
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "#q = :q AND #s = :s",
+            "ExpressionAttributeNames": {"#q": "queue", "#s": "taskStatus"},
+            "ExpressionAttributeValues": {":q": {"S": queue}, ":s": {"S": status.value}},
+            "Select": "COUNT",
+        }
+        total = 0
+        while True:
+            response = self._call("scan", **kwargs)
+            total += int(response.get("Count", 0))
+            if "LastEvaluatedKey" not in response:
+                return total
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
     # ---- helpers ----------------------------------------------------------------------------
 
     def _ready_attributes(self, task: Task) -> dict[str, AttributeValue]:
@@ -473,3 +888,91 @@ def _key(task_id: str) -> dict[str, AttributeValue]:
 
 def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+
+
+# ==== operations on waiting and dead-lettered tasks, and reads for operators ====================
+#
+# Every operation reads the task first (it needs the queue, shard, priority and order time to compute the
+# new index keys, and the actual state to refuse clearly), checks the lifecycle table, then makes ONE
+# conditional UpdateItem that names the source state and the attributes the new keys were computed from
+# (optimistic locking on exactly what matters). A lost condition re-reads the task and raises
+# ConditionFailed naming its state now.
+
+# Which operation may act on which state, and what to say otherwise.
+_OPERATION_SOURCES: dict[str, frozenset[TaskStatus]] = {
+    "cancel": frozenset({TaskStatus.PENDING}),
+    "reprioritize": frozenset({TaskStatus.PENDING}),
+    "touch": frozenset({TaskStatus.PENDING}),
+    "redrive": frozenset({TaskStatus.FAILURE, TaskStatus.CANCELLED}),
+}
+_HINTS: dict[TaskStatus, str] = {
+    TaskStatus.TAKEN: "a worker holds its lease; wait for it to finish or for the lease to expire",
+    TaskStatus.SUCCESS: "it has finished; create a new task to run it again",
+    TaskStatus.FAILURE: "it is dead-lettered; redrive it first",
+    TaskStatus.CANCELLED: "it was cancelled; redrive it first",
+    TaskStatus.PENDING: "it is still waiting; redrive is only for FAILURE or CANCELLED tasks",
+}
+
+# Index-backed states a listing walks by default (SUCCESS needs a scan; ask for it by name).
+LISTABLE_BY_INDEX: tuple[TaskStatus, ...] = (
+    TaskStatus.PENDING,
+    TaskStatus.TAKEN,
+    TaskStatus.FAILURE,
+    TaskStatus.CANCELLED,
+)
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """One page of a listing; ``next_token`` is None on the last page."""
+
+    tasks: list[Task]
+    next_token: str | None
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """Counts per state of one queue, and the age of its waiting work (ms; None when nothing waits).
+
+    ``pending`` counts every PENDING item, of which ``claimable`` may be served now, ``delayed`` wait for
+    a not-before time and ``expired`` are past their ttl (shed; DynamoDB TTL has not deleted them yet).
+    ``counts`` has no SUCCESS entry unless asked for (a filtered scan)."""
+
+    queue: str
+    counts: dict[str, int]
+    claimable: int
+    delayed: int
+    expired: int
+    oldest_waiting_ms: int | None
+    newest_waiting_ms: int | None
+
+
+_PARTICIPLES = {"cancel": "cancelled", "reprioritize": "reprioritized", "touch": "touched", "redrive": "redriven"}
+
+
+def _refusal(task: Task, operation: str) -> str:
+    allowed = " or ".join(sorted(_OPERATION_SOURCES[operation]))
+    hint = _HINTS.get(task.status)
+    return (
+        f"cannot {operation} task {task.task_id!r}: it is {task.status}, and only a {allowed} task can be "
+        f"{_PARTICIPLES[operation]}" + (f" ({hint})" if hint else "")
+    )
+
+
+def _encode_token(segment: int, cursor: Any) -> str:
+    raw = json.dumps({"v": 1, "seg": segment, "cur": cursor}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_token(token: str | None, segments: int) -> tuple[int, Any]:
+    if not token:
+        return 0, None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        segment, cursor = int(data["seg"]), data["cur"]
+        if data.get("v") != 1 or not 0 <= segment <= segments:
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise InvalidTaskInput("the page token is not valid: pass the next-page token of the same listing") from None
+    return segment, cursor
+

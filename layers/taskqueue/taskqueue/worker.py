@@ -74,13 +74,13 @@ class Worker:
         self._settings = store.settings
 
     def recover_leases(self, queue: str, report: WorkerReport) -> None:
-        now = self._clock.now_ms()
-        for task_id in self._store.expired_leases(queue, now):
-            retry_at = now + backoff_ms(1, self._settings.retry_base_seconds, self._settings.retry_max_seconds, self._rng)
-            outcome = self._store.recover_lease(task_id, retry_at, now)
-            if outcome is not None:
-                report.recovered += 1
-                logger.warning("lease expired; task recovered", extra={"task_id": task_id, "new_status": outcome})
+        # No extra backoff: a task whose lease expired has already waited a whole lease.
+        outcome = self._store.recover_expired_leases(queue, None, self._clock.now_ms())
+        report.recovered += sum(outcome.values())
+        # A lease that expired on the last attempt dead-letters the task: count it as failed too.
+        report.failed += outcome[TaskStatus.FAILURE.value]
+        if report.recovered:
+            logger.warning("expired leases recovered", extra={"queue": queue, **outcome})
 
     def run(self, queue: str, claim_seconds: float) -> WorkerReport:
         report = WorkerReport(queue=queue)

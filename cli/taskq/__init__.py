@@ -1,0 +1,1 @@
+"""taskq: the operator CLI of the serverless task queues (see docs/operations.md)."""

@@ -1,0 +1,3 @@
+from taskq.main import run
+
+run()

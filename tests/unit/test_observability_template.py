@@ -1,0 +1,66 @@
+"""The dashboard and alarms in template.yaml: valid dashboard JSON, metrics that the handlers really emit."""
+
+import json
+import re
+from pathlib import Path
+
+from tests.support import ROOT, template
+
+RES = template()["Resources"]
+EMITTED = "\n".join(p.read_text() for p in (ROOT / "functions").glob("*/app.py"))
+
+
+def dashboard_body() -> dict:
+    body, variables = RES["QueueDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    text = re.sub(r"\$\{([A-Za-z:]+)\}", lambda m: f"placeholder-{m.group(1)}", body)
+    assert set(variables) >= {"Trigger", "Process", "Matcher", "DeadLetter", "Shed", "TriggerErrors"}
+    return json.loads(text)
+
+
+def metric_names_in_dashboard() -> set[str]:
+    names = set()
+    for widget in dashboard_body()["widgets"]:
+        namespace = None
+        for row in widget["properties"].get("metrics", []):
+            namespace = row[0] if row[0] not in (".", "...") else namespace
+            if namespace == "TaskQueues" and row[0] != "..." and isinstance(row[1], str):
+                names.add(row[1])
+    return names - {"."}
+
+
+def test_dashboard_body_is_json_and_covers_the_queue_metrics():
+    names = metric_names_in_dashboard()
+    assert {"TasksCreated", "TasksClaimed", "TasksSucceeded", "TasksFailed", "TasksShed", "TailCalls", "AgeAtClaim"} <= names
+
+
+def test_every_taskqueues_metric_in_dashboard_and_alarms_is_emitted_by_a_handler():
+    alarm_metrics = {
+        m["MetricStat"]["Metric"]["MetricName"]
+        for name in ("DeadLetterAlarm", "ShedRateAlarm")
+        for m in RES[name]["Properties"]["Metrics"]
+        if "MetricStat" in m
+    }
+    for metric in metric_names_in_dashboard() | alarm_metrics:
+        assert f'"{metric}"' in EMITTED, f"{metric} is on the dashboard/alarms but no handler emits it"
+
+
+def test_alarms_watch_dead_letters_shedding_and_trigger_errors():
+    assert RES["TriggerErrorsAlarm"]["Properties"]["Dimensions"][0]["Value"] == {"Ref": "TriggerFunction"}
+    for name in ("DeadLetterAlarm", "ShedRateAlarm"):
+        metrics = RES[name]["Properties"]["Metrics"]
+        assert [m["Id"] for m in metrics if m.get("ReturnData")] == [metrics[0]["Id"]]
+        for m in metrics[1:]:
+            dims = {d["Name"]: d["Value"] for d in m["MetricStat"]["Metric"]["Dimensions"]}
+            assert dims["service"] == "taskqueue" and dims["queue"] in {"work", "calls"}
+    assert RES["AlarmTopic"]["Condition"] == "HasAlarmEmail"
+
+
+def test_trigger_may_write_the_table_for_lease_recovery():
+    policies = RES["TriggerFunction"]["Properties"]["Policies"]
+    assert {"DynamoDBWritePolicy": {"TableName": {"Ref": "QueueTable"}}} in policies
+
+
+def test_service_dimension_matches_the_functions_environment():
+    env = template()["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["POWERTOOLS_SERVICE_NAME"] == "taskqueue" and env["POWERTOOLS_METRICS_NAMESPACE"] == "TaskQueues"
+    assert Path(ROOT / "template.yaml").exists()
