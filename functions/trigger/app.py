@@ -23,7 +23,8 @@ from taskqueue.stream import ChangeKind, classify
 logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.DynamoDBStreams)
+# Report every failed record, even when all failed, so the stream retries from the first one.
+processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
 
 
 @functools.cache
@@ -61,7 +62,7 @@ def handle_stream(event: dict[str, Any], context: LambdaContext, svc: Services) 
         if change.kind is ChangeKind.SHED:
             _count("TasksShed", change.queue)
             logger.info("task shed by TTL before it was claimed", extra={"task_id": change.task_id, "queue": change.queue})
-        elif change.kind is ChangeKind.CREATED and change.queue:
+        elif change.kind in (ChangeKind.CREATED, ChangeKind.AGENT_QUEUED) and change.queue:
             wakeups.wake(change.queue)
 
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
@@ -75,12 +76,18 @@ def handle_tail_calls(event: dict[str, Any], svc: Services) -> dict[str, Any]:
 
 
 def handle_safety_net(svc: Services) -> dict[str, Any]:
-    """Wake every queue that has claimable tasks or expired leases, so no lost wake-up strands work."""
+    """Recover expired leases (a crashed worker's tasks go back to PENDING, or to FAILURE when their attempts
+    are used up), then wake every queue that has claimable tasks, so no lost wake-up strands work."""
     wakeups = Wakeups(svc, "safety-net")
     errors: list[str] = []
     for queue in svc.settings.queue_orders:
         try:
-            if svc.store.has_claimable(queue) or svc.store.expired_leases(queue, limit=1):
+            recovered = svc.store.recover_expired_leases(queue)
+            for status, metric in (("PENDING", "LeasesRecovered"), ("FAILURE", "TasksFailed")):
+                if recovered[status]:
+                    _count(metric, queue, recovered[status])
+                    logger.warning("expired leases recovered", extra={"queue": queue, "new_status": status, "count": recovered[status]})
+            if svc.store.has_claimable(queue):
                 wakeups.wake(queue)
         except TaskQueueError as exc:
             errors.append(f"{queue}: {exc}")
@@ -89,8 +96,8 @@ def handle_safety_net(svc: Services) -> dict[str, Any]:
     return {"woken": wakeups.woken}
 
 
-def _count(name: str, queue: str | None) -> None:
-    with single_metric(name=name, unit=MetricUnit.Count, value=1, namespace=metrics.namespace) as metric:
+def _count(name: str, queue: str | None, value: int = 1) -> None:
+    with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=metrics.namespace) as metric:
         metric.add_dimension(name="queue", value=queue or "unknown")
 
 
@@ -103,7 +110,7 @@ def event_source(event: dict[str, Any]) -> str:
     return ""
 
 
-@metrics.log_metrics
+# Trigger's metrics carry a per-queue dimension and are flushed one by one (single_metric).
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

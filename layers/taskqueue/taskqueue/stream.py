@@ -11,12 +11,15 @@ from taskqueue.errors import InvalidTaskInput
 from taskqueue.states import TaskStatus
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
+# Agent-table queue entries (taskqueue.agents) carry entity="entry" and the queue whose calls they serve.
+AGENT_ENTRY_ENTITY = "entry"
 
 
 class ChangeKind(StrEnum):
     CREATED = "created"  # a new PENDING task: its queue's worker should run
     SHED = "shed"  # removed by TTL while still PENDING: load shedding
     CLEANED = "cleaned"  # removed by TTL after it finished: retention cleanup
+    AGENT_QUEUED = "agent-queued"  # an agent entered a matching queue: that queue's matcher should run
     OTHER = "other"  # nothing for Trigger to do
 
 
@@ -39,6 +42,10 @@ def classify(
     old_image: Mapping[str, Any] | None,
 ) -> StreamChange:
     """Classify one record from deserialized images; a task record without its queue or status is malformed."""
+    if event_name == "INSERT" and new_image and new_image.get("entity") == AGENT_ENTRY_ENTITY:
+        if not new_image.get("queue") or not new_image.get("agentId"):
+            raise InvalidTaskInput("INSERT record of an agent queue entry names no queue or agentId")
+        return StreamChange(ChangeKind.AGENT_QUEUED, str(new_image["queue"]), None)
     if event_name == "INSERT":
         image = _task_image(new_image, "NewImage", event_name)
         kind = ChangeKind.CREATED if image["taskStatus"] == TaskStatus.PENDING else ChangeKind.OTHER

@@ -1,0 +1,470 @@
+"""The agent store: agent profiles, their queue entries, and the match transaction (DynamoDB, beside store.py).
+
+Items of the agent table (composite key ``pk``/``sk``; see docs/matcher.md):
+
+    pk = "AGENT#<agentId>"          sk = "PROFILE"                          the agent (one per agent)
+    pk = "Q#gender=f#language=fr"   sk = "<available ms, 15 digits>#<agentId>"  one queue entry per combination
+
+Every write that changes an agent is one TransactWriteItems whose conditions are on the items it writes:
+the agent item (its status and per-agent ``version``) and the agent's own entries. Nothing is shared between
+agents (no queue-version or counter item), so operations on different agents never conflict. A lost
+condition is a domain outcome, never an exception; other ``ClientError`` codes become ``AgentStoreError``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from taskqueue import matching
+from taskqueue.clock import Clock, SystemClock
+from taskqueue.errors import TaskQueueError
+from taskqueue.keys import Order
+from taskqueue.matching import AgentProfile, MatchSettings
+from taskqueue.model import Task
+from taskqueue.store import TaskStore, make_client
+
+ENTITY_AGENT = "agent"
+ENTITY_ENTRY = "entry"
+# Re-reads after a lost race on one agent operation (another event for the same agent won).
+_AGENT_OP_ATTEMPTS = 5
+
+AttributeValue = dict[str, Any]
+
+
+class AgentStoreError(TaskQueueError):
+    """DynamoDB refused an agent-table request for a reason other than a lost condition."""
+
+
+class AgentNotFound(TaskQueueError):
+    """No agent has this id (never made available)."""
+
+
+class AgentStatus(StrEnum):
+    OFFLINE = "offline"
+    QUEUED = "queued"  # in every queue of its combinations, waiting for a call
+    BUSY = "busy"  # on a call
+
+
+class AgentOutcome(StrEnum):
+    QUEUED = "queued"  # the agent was put in its queues now
+    ALREADY_QUEUED = "already-queued"  # idempotent repeat: nothing changed
+    REQUEUED = "requeued"  # the profile changed while queued: entries replaced, place kept
+    STILL_BUSY = "still-busy"  # 'available' for an agent on a call: use call-ended
+    OFFLINE = "offline"  # the agent left every queue now
+    ALREADY_OFFLINE = "already-offline"
+    STALE = "stale"  # call-ended for a call the agent is not on
+
+
+class MatchOutcome(StrEnum):
+    MATCHED = "matched"
+    AGENT_TAKEN = "agent-taken"  # the agent's items changed (another matcher, offline): try the next head
+    CALL_LOST = "call-lost"  # the call is no longer ours (lease passed): give it up
+
+
+@dataclass(frozen=True)
+class Agent:
+    agent_id: str
+    name: str
+    attributes: Mapping[str, tuple[str, ...]]
+    status: AgentStatus
+    version: int
+    updated_ms: int
+    available_ms: int | None = None
+    queue_sort: str | None = None
+    entries: tuple[str, ...] = ()
+    busy_with: str | None = None
+    busy_since_ms: int | None = None
+
+    @property
+    def profile(self) -> AgentProfile:
+        return AgentProfile(self.agent_id, self.name, self.attributes)
+
+
+@dataclass(frozen=True)
+class QueueHead:
+    """The first entry of one agent queue: who would be matched next, and every entry to delete then."""
+
+    queue_key: str
+    sort: str
+    agent_id: str
+    name: str
+    available_ms: int
+    entries: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    outcome: MatchOutcome
+    reasons: tuple[str, ...] = ()
+    result: Mapping[str, Any] = field(default_factory=dict)
+
+
+class AgentStore:
+    def __init__(self, client: Any, settings: MatchSettings, tasks: TaskStore, clock: Clock | None = None) -> None:
+        self._db = client
+        self._settings = settings
+        self._table = settings.agent_table_name
+        self._tasks = tasks
+        self._clock = clock or SystemClock()
+
+    @classmethod
+    def from_settings(cls, settings: MatchSettings, tasks: TaskStore, clock: Clock | None = None) -> AgentStore:
+        return cls(make_client(), settings, tasks, clock)
+
+    @property
+    def settings(self) -> MatchSettings:
+        return self._settings
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def find(self, agent_id: str) -> Agent | None:
+        response = self._call("get_item", TableName=self._table, Key=matching.agent_key(agent_id), ConsistentRead=True)
+        return agent_from_item(response["Item"]) if "Item" in response else None
+
+    def get(self, agent_id: str) -> Agent:
+        agent = self.find(agent_id)
+        if agent is None:
+            raise AgentNotFound(f"no agent {agent_id!r} in table {self._table}: send an agent-available event first")
+        return agent
+
+    def head(self, queue_key: str, order: Order | None = None) -> QueueHead | None:
+        """The agent a caller of ``queue_key`` gets next: strongly consistent, one item read."""
+        order = order or self._settings.agent_order
+        response = self._call(
+            "query",
+            TableName=self._table,
+            KeyConditionExpression="pk = :k",
+            ExpressionAttributeValues={":k": {"S": queue_key}},
+            ConsistentRead=True,
+            ScanIndexForward=order is Order.FIFO,
+            Limit=1,
+        )
+        items = response.get("Items", [])
+        return head_from_item(items[0]) if items else None
+
+    def depth(self, queue_key: str) -> int:
+        """Agents waiting in one combination's queue: a COUNT query of its partition (no scan, no counter)."""
+        total = 0
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :k",
+            "ExpressionAttributeValues": {":k": {"S": queue_key}},
+            "ConsistentRead": True,
+            "Select": "COUNT",
+        }
+        while True:
+            response = self._call("query", **kwargs)
+            total += int(response.get("Count", 0))
+            if "LastEvaluatedKey" not in response:
+                return total
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def call_payloads(self, queue_table: str, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The payloads of calls (immutable once created), 100 per BatchGetItem, so a pass over waiting calls
+        reads their preferences in a few requests instead of one GetItem each. Missing ids are left out."""
+        found: dict[str, dict[str, Any]] = {}
+        ids = list(dict.fromkeys(task_ids))
+        for start in range(0, len(ids), 100):
+            pending: dict[str, Any] = {
+                queue_table: {
+                    "Keys": [{"taskId": {"S": t}} for t in ids[start : start + 100]],
+                    "ProjectionExpression": "taskId, payload",
+                }
+            }
+            for round_number in range(8):
+                response = self._call("batch_get_item", RequestItems=pending)
+                for item in response.get("Responses", {}).get(queue_table, []):
+                    text = item.get("payload", {}).get("S")
+                    try:
+                        found[item["taskId"]["S"]] = json.loads(text) if text else {}
+                    except ValueError:
+                        found[item["taskId"]["S"]] = {"invalid": text[:100] if text else None}
+                pending = response.get("UnprocessedKeys") or {}
+                if not pending:
+                    break
+                self._clock.sleep(0.05 * 2**round_number)
+            else:
+                raise AgentStoreError(f"BatchGetItem on {queue_table!r} kept returning unprocessed keys; retry later")
+        return found
+
+    # ---- agent events -----------------------------------------------------------------------
+
+    def put_available(self, profile: AgentProfile) -> AgentOutcome:
+        """Put an agent in the queue of every combination it serves (idempotent), status -> queued.
+
+        A new or offline agent is queued at the current time. An agent already queued with the same profile
+        is left alone; with a changed profile its entries are replaced and it keeps its place. An agent on a
+        call stays busy (send call-ended).
+        """
+        matching.check_profile_size(profile)
+        for _ in range(_AGENT_OP_ATTEMPTS):
+            current = self.find(profile.agent_id)
+            if current is not None and current.status is AgentStatus.BUSY:
+                return AgentOutcome.STILL_BUSY
+            if current is not None and current.status is AgentStatus.QUEUED:
+                if current.profile == profile:
+                    return AgentOutcome.ALREADY_QUEUED
+                if self._enqueue(profile, current, current.available_ms or self._clock.now_ms()):
+                    return AgentOutcome.REQUEUED
+                continue
+            if self._enqueue(profile, current, self._clock.now_ms()):
+                return AgentOutcome.QUEUED
+        raise AgentStoreError(f"agent {profile.agent_id!r} kept changing under put-available; retry the event")
+
+    def call_ended(self, agent_id: str, call_id: str | None = None) -> AgentOutcome:
+        """A busy agent is available again, at the back of its queues (the time the call ended)."""
+        for _ in range(_AGENT_OP_ATTEMPTS):
+            current = self.get(agent_id)
+            if current.status is AgentStatus.QUEUED:
+                return AgentOutcome.ALREADY_QUEUED
+            if current.status is AgentStatus.OFFLINE:
+                return AgentOutcome.ALREADY_OFFLINE
+            if call_id is not None and current.busy_with != call_id:
+                return AgentOutcome.STALE
+            if self._enqueue(current.profile, current, self._clock.now_ms()):
+                return AgentOutcome.QUEUED
+        raise AgentStoreError(f"agent {agent_id!r} kept changing under call-ended; retry the event")
+
+    def offline(self, agent_id: str) -> AgentOutcome:
+        """The agent leaves every queue (or, if on a call, will not be queued when it ends)."""
+        for _ in range(_AGENT_OP_ATTEMPTS):
+            current = self.get(agent_id)
+            if current.status is AgentStatus.OFFLINE:
+                return AgentOutcome.ALREADY_OFFLINE
+            now = self._clock.now_ms()
+            items = [
+                {"Delete": self._entry_delete(key, current.queue_sort or "")} for key in current.entries
+            ]
+            items.append(
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": matching.agent_key(agent_id),
+                        "UpdateExpression": "SET agentStatus = :off, version = :next, updated = :now "
+                        "REMOVE entries, queueSort, availableSince, busyWith, busySince",
+                        "ConditionExpression": "version = :seen",
+                        "ExpressionAttributeValues": {
+                            ":off": {"S": AgentStatus.OFFLINE.value},
+                            ":next": {"N": str(current.version + 1)},
+                            ":seen": {"N": str(current.version)},
+                            ":now": {"N": str(now)},
+                        },
+                    }
+                }
+            )
+            if self._transact(items) is None:
+                return AgentOutcome.OFFLINE
+        raise AgentStoreError(f"agent {agent_id!r} kept changing under offline; retry the event")
+
+    def _enqueue(self, profile: AgentProfile, current: Agent | None, available_ms: int) -> bool:
+        """One transaction: (replace the old entries and) put one entry per combination, agent -> queued."""
+        keys = matching.entry_keys(profile)
+        sort = matching.entry_sort(available_ms, profile.agent_id)
+        queued = current is not None and current.status is AgentStatus.QUEUED
+        old_sort = current.queue_sort if queued and current is not None else None
+        old = set(current.entries) if queued and current is not None else set()
+        kept = old & set(keys) if old_sort == sort else set()
+        removed = sorted(old - kept)
+        total = len(removed) + len(keys) + 1
+        if total > matching.MAX_TRANSACT_ITEMS:
+            raise matching.ProfileTooLarge(
+                f"changing agent {profile.agent_id!r}'s profile while queued would write {total} items in one "
+                f"TransactWriteItems, over DynamoDB's limit of {matching.MAX_TRANSACT_ITEMS}: take the agent "
+                "offline first, then make it available with the new profile"
+            )
+        now = self._clock.now_ms()
+        items: list[dict[str, Any]] = [{"Delete": self._entry_delete(k, old_sort or "")} for k in removed]
+        for key in keys:
+            # An entry kept across a profile change is rewritten: every entry lists all of the agent's keys.
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": entry_item(key, sort, profile, available_ms, keys, self._settings.queue),
+                        "ConditionExpression": "attribute_exists(pk)" if key in kept else "attribute_not_exists(pk)",
+                    }
+                }
+            )
+        agent = agent_item(profile, AgentStatus.QUEUED, (current.version + 1) if current else 1, now)
+        agent |= {"availableSince": {"N": str(available_ms)}, "queueSort": {"S": sort}, "entries": _string_list(keys)}
+        if current is None:
+            condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        else:
+            condition = {
+                "ConditionExpression": "version = :seen",
+                "ExpressionAttributeValues": {":seen": {"N": str(current.version)}},
+            }
+        items.append({"Put": {"TableName": self._table, "Item": agent, **condition}})
+        return self._transact(items) is None
+
+    # ---- the match --------------------------------------------------------------------------
+
+    def match(self, call: Task, owner: str, head: QueueHead, now_ms: int | None = None) -> MatchResult:
+        """ONE TransactWriteItems: the call TAKEN -> SUCCESS (by its lease owner), every entry of the agent
+        deleted, the agent queued -> busy. Conditions are on those items only, so matchers taking different
+        agents never abort each other, and an agent is never given to two callers."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        result = {
+            "agentId": head.agent_id,
+            "agentName": head.name,
+            "queueKey": head.queue_key,
+            "agentSort": head.sort,
+            "matchedAt": now_ms,
+            "waitedMs": max(0, now_ms - call.created_ms),
+            "agentIdleMs": max(0, now_ms - head.available_ms),
+        }
+        items: list[dict[str, Any]] = [{"Update": self._tasks.completion_update(call, owner, result, now_ms)}]
+        items.append(
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": matching.agent_key(head.agent_id),
+                    "UpdateExpression": "SET agentStatus = :busy, busyWith = :call, busySince = :now, updated = :now "
+                    "ADD version :one REMOVE entries, queueSort, availableSince",
+                    "ConditionExpression": "agentStatus = :queued AND queueSort = :sort",
+                    "ExpressionAttributeValues": {
+                        ":busy": {"S": AgentStatus.BUSY.value},
+                        ":queued": {"S": AgentStatus.QUEUED.value},
+                        ":call": {"S": call.task_id},
+                        ":now": {"N": str(now_ms)},
+                        ":one": {"N": "1"},
+                        ":sort": {"S": head.sort},
+                    },
+                }
+            }
+        )
+        items += [{"Delete": self._entry_delete(key, head.sort)} for key in head.entries]
+        if len(items) > matching.MAX_TRANSACT_ITEMS:  # refused at put time; a guard against old items
+            raise matching.ProfileTooLarge(
+                f"matching agent {head.agent_id!r} would write {len(items)} items, over DynamoDB's limit of "
+                f"{matching.MAX_TRANSACT_ITEMS} items per TransactWriteItems"
+            )
+        reasons = self._transact(items)
+        if reasons is None:
+            return MatchResult(MatchOutcome.MATCHED, result=result)
+        if reasons[0] == "ConditionalCheckFailed":
+            return MatchResult(MatchOutcome.CALL_LOST, tuple(reasons))
+        return MatchResult(MatchOutcome.AGENT_TAKEN, tuple(reasons))
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    def _entry_delete(self, key: str, sort: str) -> dict[str, Any]:
+        return {
+            "TableName": self._table,
+            "Key": {"pk": {"S": key}, "sk": {"S": sort}},
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+
+    def _transact(self, items: Sequence[dict[str, Any]]) -> list[str] | None:
+        """Run one TransactWriteItems; ``None`` if it committed, else the cancellation reason code per item.
+
+        ConditionalCheckFailed and TransactionConflict (another transaction on the same item was in flight)
+        are lost races; any other reason is an error.
+        """
+        try:
+            self._db.transact_write_items(TransactItems=list(items))
+            return None
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise _translate(exc, self._table) from exc
+            reasons = [str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])]
+            if not reasons:  # older SDKs put the codes only in the message: "[None, ConditionalCheckFailed]"
+                message = exc.response.get("Error", {}).get("Message", "")
+                inside = message[message.rfind("[") + 1 : message.rfind("]")]
+                reasons = [r.strip() for r in inside.split(",")] if inside else []
+            lost = {"ConditionalCheckFailed", "TransactionConflict", "None"}
+            if not reasons or any(r not in lost for r in reasons):
+                raise AgentStoreError(
+                    f"a transaction on {self._table!r} was cancelled for reasons other than a lost race: {reasons}"
+                ) from exc
+            return reasons
+
+    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return getattr(self._db, operation)(**kwargs)
+        except ClientError as exc:
+            raise _translate(exc, self._table) from exc
+
+
+def agent_item(profile: AgentProfile, status: AgentStatus, version: int, now_ms: int) -> dict[str, AttributeValue]:
+    return {
+        **matching.agent_key(profile.agent_id),
+        "entity": {"S": ENTITY_AGENT},
+        "agentId": {"S": profile.agent_id},
+        "agentName": {"S": profile.name},
+        "attributes": {"S": json.dumps({k: list(v) for k, v in profile.attributes.items()}, sort_keys=True)},
+        "agentStatus": {"S": status.value},
+        "version": {"N": str(version)},
+        "updated": {"N": str(now_ms)},
+    }
+
+
+def entry_item(
+    key: str, sort: str, profile: AgentProfile, available_ms: int, all_keys: Sequence[str], queue: str
+) -> dict[str, AttributeValue]:
+    """One queue entry; it carries every key of the agent's entries, so a match needs no extra read."""
+    return {
+        "pk": {"S": key},
+        "sk": {"S": sort},
+        "entity": {"S": ENTITY_ENTRY},
+        "queue": {"S": queue},
+        "agentId": {"S": profile.agent_id},
+        "agentName": {"S": profile.name},
+        "availableSince": {"N": str(available_ms)},
+        "entries": _string_list(all_keys),
+    }
+
+
+def agent_from_item(item: Mapping[str, Mapping[str, Any]]) -> Agent:
+    def opt_n(name: str) -> int | None:
+        return int(item[name]["N"]) if name in item else None
+
+    attributes = json.loads(item["attributes"]["S"]) if "attributes" in item else {}
+    return Agent(
+        agent_id=item["agentId"]["S"],
+        name=item.get("agentName", {}).get("S", item["agentId"]["S"]),
+        attributes={k: tuple(v) for k, v in sorted(attributes.items())},
+        status=AgentStatus(item["agentStatus"]["S"]),
+        version=int(item.get("version", {}).get("N", "0")),
+        updated_ms=int(item.get("updated", {}).get("N", "0")),
+        available_ms=opt_n("availableSince"),
+        queue_sort=item["queueSort"]["S"] if "queueSort" in item else None,
+        entries=tuple(v["S"] for v in item.get("entries", {}).get("L", [])),
+        busy_with=item["busyWith"]["S"] if "busyWith" in item else None,
+        busy_since_ms=opt_n("busySince"),
+    )
+
+
+def head_from_item(item: Mapping[str, Mapping[str, Any]]) -> QueueHead:
+    return QueueHead(
+        queue_key=item["pk"]["S"],
+        sort=item["sk"]["S"],
+        agent_id=item["agentId"]["S"],
+        name=item.get("agentName", {}).get("S", item["agentId"]["S"]),
+        available_ms=int(item["availableSince"]["N"]),
+        entries=tuple(v["S"] for v in item["entries"]["L"]),
+    )
+
+
+def _string_list(values: Sequence[str]) -> AttributeValue:
+    return {"L": [{"S": v} for v in values]}
+
+
+def _translate(exc: ClientError, table: str) -> Exception:
+    code = exc.response.get("Error", {}).get("Code", "")
+    message = exc.response.get("Error", {}).get("Message", "")
+    if code == "ResourceNotFoundException":
+        return AgentStoreError(
+            f"table {table!r} does not exist: check AGENT_TABLE_NAME and that the stack is deployed ({message})"
+        )
+    if code in {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}:
+        return AgentStoreError(f"DynamoDB is throttling {table!r} even after retries ({code}); retry later")
+    if code == "ValidationException":
+        return AgentStoreError(f"DynamoDB rejected a request on {table!r} as invalid: {message}")
+    return AgentStoreError(f"DynamoDB error {code or 'unknown'} on {table!r}: {message}")

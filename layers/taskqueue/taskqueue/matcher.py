@@ -1,0 +1,217 @@
+"""The matching loop of queue "calls": each waiting call, oldest first, gets the longest-waiting matching agent.
+
+One invocation = one ``Matcher.run``. A *pass* walks the waiting calls in FIFO order; for each it reads the
+head of the agent queue its preferences name (strongly consistent), and only if there is one claims the call
+and runs the match transaction (``AgentStore.match``). A lost race (another matcher took the agent) re-reads
+the head and tries again, at most ``max_match_retries`` times with jittered backoff; with no agent left the
+call is released with its attempt refunded, so it keeps its place. Within a pass, a queue found empty is not
+queried again (every later call asking for it waits). Passes repeat while they make progress and time is left;
+a pass without a match ends the run (no busy loop): a newly available agent wakes the Matcher again through
+the agent table's stream.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from taskqueue import matching
+from taskqueue.agents import AgentStore, MatchOutcome, QueueHead
+from taskqueue.clock import Clock, SystemClock
+from taskqueue.errors import InvalidTaskInput
+from taskqueue.model import Task
+from taskqueue.services import Services
+from taskqueue.store import Candidate, TaskStore
+
+logger = Logger(child=True)
+
+# Preference lookups remembered per execution environment (a call's preferences never change).
+_KEY_CACHE_LIMIT = 20_000
+
+
+@dataclass
+class MatchReport:
+    queue: str
+    passes: int = 0
+    matched: int = 0
+    no_agent: int = 0  # calls looked at that had no matching agent (and keep waiting)
+    conflicts: int = 0  # match transactions cancelled by a lost race
+    gave_up: int = 0  # calls handed back after max retries although agents remained
+    lost: int = 0  # claims lost to another matcher, or calls whose lease passed
+    invalid: int = 0  # calls with preferences that can never match: dead-lettered
+    wait_times_ms: list[int] = field(default_factory=list)
+    stopped_by: str = "empty"
+    work_remains: bool = False
+
+
+@dataclass
+class _Pass:
+    matched: int = 0
+    empty_keys: set[str] = field(default_factory=set)
+
+
+class Matcher:
+    def __init__(
+        self,
+        tasks: TaskStore,
+        agents: AgentStore,
+        *,
+        owner: str,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._tasks = tasks
+        self._agents = agents
+        self._owner = owner
+        self._clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        self._settings = agents.settings
+        self._keys: dict[str, str | None] = {}
+
+    def run(self, budget_seconds: float) -> MatchReport:
+        queue = self._settings.queue
+        report = MatchReport(queue=queue)
+        deadline = self._clock.monotonic() + budget_seconds
+        self._recover_leases(queue)
+        while True:
+            if self._clock.monotonic() >= deadline:
+                report.stopped_by = "budget"
+                break
+            candidates = self._tasks.candidates(queue, self._settings.calls_per_pass)
+            if not candidates:
+                report.stopped_by = "empty"
+                break
+            report.passes += 1
+            done = self._pass(candidates, report, deadline)
+            if done.matched == 0:
+                report.stopped_by = "no-progress"
+                break
+        # Tail-call only when a call could still match now: time ran out, or lost races left agents behind.
+        report.work_remains = (report.stopped_by == "budget" and self._tasks.has_claimable(queue)) or (
+            report.stopped_by != "budget" and report.gave_up > 0
+        )
+        return report
+
+    def _recover_leases(self, queue: str) -> None:
+        """Calls a crashed matcher left TAKEN go back to waiting at their old place once their lease passed."""
+        now = self._clock.now_ms()
+        for task_id in self._tasks.expired_leases(queue, now):
+            outcome = self._tasks.recover_lease(task_id, None, now)
+            if outcome is not None:
+                logger.warning("call lease expired; call recovered", extra={"call_id": task_id, "new_status": outcome})
+
+    def _pass(self, candidates: list[Candidate], report: MatchReport, deadline: float) -> _Pass:
+        state = _Pass()
+        self._prefetch_keys(candidates, report)
+        for candidate in candidates:  # oldest first
+            if self._clock.monotonic() >= deadline:
+                break
+            key = self._key_of(candidate, report)
+            if key is None:
+                continue
+            if key in state.empty_keys:  # found empty earlier in this pass: the call keeps waiting, untouched
+                report.no_agent += 1
+                continue
+            call = self._tasks.claim(candidate, self._owner)
+            if call is None:
+                report.lost += 1  # another matcher took this call first (a failed conditional write)
+                continue
+            outcome = self._match_claimed(call, key, report)
+            if outcome == "matched":
+                state.matched += 1
+            elif outcome == "no-agent":
+                state.empty_keys.add(key)
+        return state
+
+    def _match_claimed(self, call: Task, key: str, report: MatchReport) -> str:
+        """Match a claimed call with the head of its agent queue, retrying lost races. Returns "matched",
+        "no-agent" (released: it keeps its place), "gave-up" (released after max retries) or "lost"."""
+        attempt = 0
+        head: QueueHead | None = self._agents.head(key)
+        while head is not None:
+            outcome = self._agents.match(call, self._owner, head)
+            if outcome.outcome is MatchOutcome.MATCHED:
+                waited = int(outcome.result["waitedMs"])
+                report.matched += 1
+                report.wait_times_ms.append(waited)
+                logger.info(
+                    "call matched",
+                    extra={"call_id": call.task_id, "agent_id": head.agent_id, "queue_key": key, "waited_ms": waited},
+                )
+                return "matched"
+            if outcome.outcome is MatchOutcome.CALL_LOST:
+                report.lost += 1
+                logger.warning("call lost before its match (lease passed)", extra={"call_id": call.task_id})
+                return "lost"
+            report.conflicts += 1
+            attempt += 1
+            logger.debug("lost a race for an agent", extra={"agent_id": head.agent_id, "reasons": outcome.reasons})
+            if attempt > self._settings.max_match_retries:
+                report.gave_up += 1
+                self._release(call, report)
+                return "gave-up"
+            self._clock.sleep(self._rng.uniform(0, self._settings.retry_base_ms * 2 ** (attempt - 1)) / 1000)
+            head = self._agents.head(key)
+        report.no_agent += 1
+        self._release(call, report)
+        return "no-agent"
+
+    def _release(self, call: Task, report: MatchReport) -> None:
+        """Back to waiting at its old place, the claim's attempt refunded (waiting is not a failed attempt)."""
+        if not self._tasks.release(call, self._owner, refund_attempt=True):
+            report.lost += 1
+
+    def _prefetch_keys(self, candidates: list[Candidate], report: MatchReport) -> None:
+        """Learn the agent queue of every call not seen before, in batches (a call's preferences never change)."""
+        unknown = [c for c in candidates if c.task_id not in self._keys]
+        if not unknown:
+            return
+        payloads = self._agents.call_payloads(self._tasks.settings.queue_table_name, [c.task_id for c in unknown])
+        if len(self._keys) + len(unknown) > _KEY_CACHE_LIMIT:
+            self._keys.clear()
+        for candidate in unknown:
+            if candidate.task_id not in payloads:
+                continue  # removed by TTL meanwhile
+            try:
+                self._keys[candidate.task_id] = matching.call_queue_key(payloads[candidate.task_id], self._settings.attributes)
+            except InvalidTaskInput as exc:
+                self._keys[candidate.task_id] = None
+                self._dead_letter(candidate, str(exc), report)
+
+    def _key_of(self, candidate: Candidate, report: MatchReport) -> str | None:
+        """The agent queue a call asks for; None if unknown (gone) or invalid (dead-lettered)."""
+        return self._keys.get(candidate.task_id)
+
+    def _dead_letter(self, candidate: Candidate, error: str, report: MatchReport) -> None:
+        call = self._tasks.claim(candidate, self._owner)
+        if call is None:
+            report.lost += 1
+            return
+        if self._tasks.fail(call, self._owner, f"call cannot be matched: {error}"):
+            report.invalid += 1
+            logger.error("call dead-lettered: invalid preferences", extra={"call_id": call.task_id, "error": error})
+        else:
+            report.lost += 1
+
+
+@dataclass(frozen=True)
+class MatcherServices:
+    """What the Matcher handler needs: the queue core's services plus the agent store."""
+
+    base: Services
+    match_settings: matching.MatchSettings
+    agents: AgentStore
+
+    @classmethod
+    def from_env(cls) -> MatcherServices:
+        base = Services.from_env()
+        settings = matching.MatchSettings.from_env()
+        return cls(base, settings, AgentStore.from_settings(settings, base.store, base.clock))
+
+    @classmethod
+    def of(cls, base: Services, settings: matching.MatchSettings, client: Any) -> MatcherServices:
+        """For tests and local runs: the agent store on a given DynamoDB client."""
+        return cls(base, settings, AgentStore(client, settings, base.store, base.clock))

@@ -1,0 +1,196 @@
+"""The Matcher handler against moto: agent events, SNS wake-ups, FIFO matching, no busy loop, tail calls,
+metrics; and Trigger waking queue "calls" on an agent-table stream record."""
+
+import json
+from typing import Any
+
+import pytest
+
+from taskqueue.errors import InvalidTaskInput
+from taskqueue.keys import Order
+from taskqueue.matcher import MatcherServices
+from taskqueue.matching import MatchSettings, ProfileTooLarge
+from taskqueue.states import TaskStatus
+from tests.agent_support import AGENT_TABLE, agent_table, create_calls  # noqa: F401 (fixture)
+from tests.support import LambdaContextStub, load_event, load_function
+
+app = load_function("matcher")
+trigger = load_function("trigger")
+
+
+@pytest.fixture
+def msvc(services, agent_table) -> MatcherServices:
+    return MatcherServices.of(services, MatchSettings(agent_table_name=AGENT_TABLE), agent_table)
+
+
+def invoke(module: Any, event: dict[str, Any], svc: Any, request_id: str = "req-1") -> dict[str, Any]:
+    original = module.services
+    module.services = lambda: svc
+    try:
+        return module.lambda_handler(event, LambdaContextStub(request_id=request_id))
+    finally:
+        module.services = original
+
+
+def available(svc, agent_id: str, languages=("en",), genders=("f",)) -> dict[str, Any]:
+    event = {"action": "agentAvailable", "agent": {"agentId": agent_id, "attributes": {"language": list(languages), "gender": list(genders)}}}
+    return invoke(app, event, svc)
+
+
+def wake(svc, request_id: str = "req-1") -> dict[str, Any]:
+    return invoke(app, load_event("matcher-sns-wake.json"), svc, request_id)
+
+
+def metrics_of(capsys) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for line in capsys.readouterr().out.splitlines():
+        try:
+            blob = json.loads(line)
+        except ValueError:
+            continue
+        for definition in blob.get("_aws", {}).get("CloudWatchMetrics", []):
+            for metric in definition["Metrics"]:
+                value = blob[metric["Name"]]
+                totals[metric["Name"]] = totals.get(metric["Name"], 0) + (sum(value) if isinstance(value, list) else value)
+    return totals
+
+
+def test_event_files_drive_the_agent_lifecycle(msvc):
+    assert invoke(app, load_event("matcher-agent-available.json"), msvc) == {
+        "action": "agentAvailable", "agentId": "agent-0042", "outcome": "queued"}
+    assert invoke(app, load_event("matcher-agent-available.json"), msvc)["outcome"] == "already-queued"
+    assert invoke(app, load_event("matcher-queue-depth.json"), msvc) == {"queueKey": "Q#gender=f#language=fr", "depth": 1}
+    assert invoke(app, load_event("matcher-call-ended.json"), msvc)["outcome"] == "already-queued"
+    assert invoke(app, load_event("matcher-agent-offline.json"), msvc)["outcome"] == "offline"
+    assert invoke(app, load_event("matcher-queue-depth.json"), msvc)["depth"] == 0
+
+
+def test_sns_wake_matches_calls_oldest_first_with_the_longest_waiting_agent(msvc, store, clock, topics, capsys):
+    available(msvc, "ana", ["fr"])
+    clock.advance(1)
+    available(msvc, "bea", ["fr", "en"])
+    clock.advance(1)
+    first = create_calls(store, clock.now_ms(), {"language": "fr"})[0]
+    clock.advance(1)
+    second = create_calls(store, clock.now_ms(), {"language": "fr", "gender": "f"})[0]
+    clock.advance(1)
+    third = create_calls(store, clock.now_ms(), {"language": "fr"})[0]
+    capsys.readouterr()
+    report = wake(msvc)
+    assert report["matched"] == 2 and report["stopped_by"] == "no-progress" and report["work_remains"] is False
+    assert store.get(first).result["agentId"] == "ana"
+    assert store.get(second).result["agentId"] == "bea"
+    waiting = store.get(third)
+    assert waiting.status is TaskStatus.PENDING and waiting.attempts == 0  # released with the attempt refunded
+    metrics = metrics_of(capsys)
+    assert metrics["CallsMatched"] == 2 and metrics["NoAgent"] >= 1 and metrics["MatchConflicts"] == 0
+    assert metrics["WaitTimeAtMatch"] == 2000 + 1000
+    assert topics.tail_calls() == []  # no agent left for the waiting call: no busy loop, no tail call
+
+
+def test_waiting_call_keeps_its_place_and_is_served_first_when_an_agent_arrives(msvc, store, clock):
+    older = create_calls(store, clock.now_ms(), {"language": "de"})[0]
+    clock.advance(1)
+    younger = create_calls(store, clock.now_ms(), {"language": "de"})[0]
+    assert wake(msvc)["matched"] == 0
+    clock.advance(30)
+    available(msvc, "dan", ["de"], ["m"])
+    assert wake(msvc)["matched"] == 1
+    assert store.get(older).status is TaskStatus.SUCCESS
+    assert store.get(younger).status is TaskStatus.PENDING
+
+
+def test_a_call_without_a_match_does_not_block_a_later_call_that_matches(msvc, store, clock):
+    blocked = create_calls(store, clock.now_ms(), {"language": "de"}, n=3)
+    clock.advance(1)
+    served = create_calls(store, clock.now_ms(), {"language": "en"})[0]
+    available(msvc, "eve", ["en"])
+    assert wake(msvc)["matched"] == 1
+    assert store.get(served).status is TaskStatus.SUCCESS
+    assert {store.get(c).status for c in blocked} == {TaskStatus.PENDING}
+
+
+def test_an_impatient_caller_is_shed_not_matched(msvc, store, clock):
+    shed = create_calls(store, clock.now_ms(), {"language": "fr"}, ttl=5)[0]
+    clock.advance(10)
+    available(msvc, "ana", ["fr"])
+    report = wake(msvc)
+    assert report["matched"] == 0 and report["stopped_by"] == "empty"
+    assert store.get(shed).status is TaskStatus.PENDING  # never claimed; DynamoDB TTL deletes it
+
+
+def test_lifo_option_serves_the_most_recently_available_agent(services, agent_table, store, clock):
+    svc = MatcherServices.of(services, MatchSettings(agent_table_name=AGENT_TABLE, agent_order=Order.LIFO), agent_table)
+    available(svc, "old", ["fr"])
+    clock.advance(1)
+    available(svc, "new", ["fr"])
+    call = create_calls(store, clock.now_ms(), {"language": "fr"})[0]
+    wake(svc)
+    assert store.get(call).result["agentId"] == "new"
+
+
+def test_call_with_invalid_preferences_is_dead_lettered(msvc, store, clock):
+    bad = create_calls(store, clock.now_ms(), {"skill": "billing"})[0]
+    report = wake(msvc)
+    assert report["invalid"] == 1
+    failed = store.get(bad)
+    assert failed.status is TaskStatus.FAILURE and "unknown preference" in failed.last_error
+
+
+def test_budget_spent_with_matchable_calls_left_tail_calls(msvc, store, clock, topics):
+    available(msvc, "ana", ["fr"])
+    create_calls(store, clock.now_ms(), {"language": "fr"})
+    # The fake clock never moves by itself: a zero budget ends the run before the first pass.
+    report = app.run_matcher(msvc, "req-1", 0.0)
+    assert report.stopped_by == "budget" and report.work_remains
+    assert topics.tail_calls() == ["calls"]
+
+
+def test_direct_wake_for_another_queue_is_refused(msvc):
+    with pytest.raises(InvalidTaskInput, match="serves queue 'calls'"):
+        invoke(app, {"queue": "work"}, msvc)
+
+
+@pytest.mark.parametrize(
+    "event, error",
+    [
+        ({"action": "dance"}, "unknown action"),
+        ({"action": "agentOffline"}, "agentId"),
+        ({"action": "callEnded", "agentId": "a", "callId": 7}, "callId"),
+        ({"action": "agentAvailable", "agent": {"agentId": "a", "attributes": {"language": [f"l{i}" for i in range(30)], "gender": ["f", "m", "x"]}}}, "limit of 100"),
+    ],
+)
+def test_bad_agent_events_are_refused_with_the_reason(msvc, event, error):
+    with pytest.raises(InvalidTaskInput, match=error):
+        invoke(app, event, msvc)
+
+
+def test_oversized_profile_error_names_the_limit_and_count(msvc):
+    event = {"action": "agentAvailable", "agent": {"agentId": "a", "attributes": {"language": [f"l{i}" for i in range(30)], "gender": ["f", "m", "x"]}}}
+    with pytest.raises(ProfileTooLarge, match=r"124 attribute combinations.*126 items.*limit of 100"):
+        invoke(app, event, msvc)
+
+
+def test_trigger_wakes_calls_when_an_agent_entry_is_inserted(services, topics):
+    result = invoke(trigger, load_event("trigger-stream-agent-entry.json"), services)
+    assert result == {"batchItemFailures": []}
+    assert topics.wakeups() == ["calls"]
+
+
+def test_trigger_reports_an_agent_entry_without_its_queue(services, topics):
+    event = load_event("trigger-stream-agent-entry.json")
+    del event["Records"][0]["dynamodb"]["NewImage"]["queue"]
+    result = invoke(trigger, event, services)
+    assert result == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["dynamodb"]["SequenceNumber"]}]}
+    assert topics.wakeups() == []
+
+
+def test_template_filter_passes_only_agent_entry_inserts():
+    from tests.support import template
+
+    events = template()["Resources"]["TriggerFunction"]["Properties"]["Events"]
+    stream = events["AgentStream"]["Properties"]
+    assert stream["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    patterns = [json.loads(f["Pattern"]) for f in stream["FilterCriteria"]["Filters"]]
+    assert patterns == [{"eventName": ["INSERT"], "dynamodb": {"NewImage": {"entity": {"S": ["entry"]}}}}]
+    assert stream["BatchSize"] == events["QueueStream"]["Properties"]["BatchSize"]
