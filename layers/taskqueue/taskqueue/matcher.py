@@ -97,11 +97,9 @@ class Matcher:
 
     def _recover_leases(self, queue: str) -> None:
         """Calls a crashed matcher left TAKEN go back to waiting at their old place once their lease passed."""
-        now = self._clock.now_ms()
-        for task_id in self._tasks.expired_leases(queue, now):
-            outcome = self._tasks.recover_lease(task_id, None, now)
-            if outcome is not None:
-                logger.warning("call lease expired; call recovered", extra={"call_id": task_id, "new_status": outcome})
+        outcome = self._tasks.recover_expired_leases(queue, None, self._clock.now_ms())
+        if any(outcome.values()):
+            logger.warning("expired call leases recovered", extra={"queue": queue, **outcome})
 
     def _pass(self, candidates: list[Candidate], report: MatchReport, deadline: float) -> _Pass:
         state = _Pass()

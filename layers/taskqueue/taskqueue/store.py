@@ -266,17 +266,28 @@ class TaskStore:
     def expired_leases(self, queue: str, now_ms: int | None = None, limit: int = 100) -> list[str]:
         """Ids of TAKEN tasks whose lease has passed, found through the StatusIndex (no table scan)."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        return self._status_index_ids(queue, TaskStatus.TAKEN, limit, until_ms=now_ms)
+
+    def _status_index_ids(
+        self, queue: str, status: TaskStatus, limit: int, *, until_ms: int | None = None, newest_first: bool = False
+    ) -> list[str]:
+        """Ids in a queue's StatusIndex partitions for ``status`` (sort key up to ``until_ms``), shard by shard."""
         found: list[str] = []
         for shard in range(self._settings.queue_shards):
+            if len(found) >= limit:
+                break
+            condition = "statusKey = :k"
+            values = {":k": {"S": keys.status_key(queue, status.value, shard)}}
+            if until_ms is not None:
+                condition += " AND statusSort <= :until"
+                values[":until"] = {"N": str(until_ms)}
             found += [
                 item["taskId"]["S"]
                 for item in self._query_all(
                     IndexName=STATUS_INDEX,
-                    KeyConditionExpression="statusKey = :k AND statusSort <= :now",
-                    ExpressionAttributeValues={
-                        ":k": {"S": keys.status_key(queue, TaskStatus.TAKEN.value, shard)},
-                        ":now": {"N": str(now_ms)},
-                    },
+                    KeyConditionExpression=condition,
+                    ExpressionAttributeValues=values,
+                    ScanIndexForward=not newest_first,
                     limit=limit - len(found),
                 )
             ]
@@ -431,21 +442,7 @@ class TaskStore:
         if status not in (TaskStatus.FAILURE, TaskStatus.CANCELLED):
             raise InvalidTaskInput(f"dead letters are FAILURE or CANCELLED tasks, not {status}")
         self._settings.order_of(queue)
-        found: list[str] = []
-        for shard in range(self._settings.queue_shards):
-            if len(found) >= limit:
-                break
-            found += [
-                item["taskId"]["S"]
-                for item in self._query_all(
-                    IndexName=STATUS_INDEX,
-                    KeyConditionExpression="statusKey = :k",
-                    ExpressionAttributeValues={":k": {"S": keys.status_key(queue, status.value, shard)}},
-                    ScanIndexForward=False,
-                    limit=limit - len(found),
-                )
-            ]
-        return found
+        return self._status_index_ids(queue, status, limit, newest_first=True)
 
     def recover_expired_leases(self, queue: str, retry_at_ms: int | None = None, now_ms: int | None = None) -> dict[str, int]:
         """Recover every expired lease of a queue (for the safety net); counts per new status."""
