@@ -305,7 +305,7 @@ class Template:
         return True if cond is None else self.resolver.conditions.get(cond, False)
 
     def functions(self) -> dict[str, FunctionSpec]:
-        """Every function with Globals.Function merged (Environment.Variables merged key by key)."""
+        """Every function with Globals.Function merged as SAM does: maps merged, lists added, scalars overridden."""
         globals_fn = (self.doc.get("Globals") or {}).get("Function") or {}
         specs: dict[str, FunctionSpec] = {}
         for logical, res in self.resources.items():
@@ -314,10 +314,15 @@ class Template:
             raw = dict(globals_fn)
             own = res.get("Properties") or {}
             for key, value in own.items():
+                inherited = globals_fn.get(key)
                 if key == "Environment":
                     merged = dict((globals_fn.get("Environment") or {}).get("Variables") or {})
                     merged.update((value or {}).get("Variables") or {})
                     raw["Environment"] = {"Variables": merged}
+                elif isinstance(inherited, list) and isinstance(value, list):
+                    raw[key] = inherited + value  # SAM: lists in Globals are additive (e.g. Layers)
+                elif isinstance(inherited, dict) and isinstance(value, dict):
+                    raw[key] = {**inherited, **value}  # SAM: maps are merged
                 else:
                     raw[key] = value
             layer_dirs = [self._layer_dir(layer) for layer in raw.get("Layers") or []]

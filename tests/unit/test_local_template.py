@@ -92,3 +92,35 @@ def test_parameter_overrides_are_checked():
         Template(REPO / "template.yaml", {"CreateTasksScheduleState": "MAYBE"})
     with pytest.raises(TemplateError, match="MinValue"):
         Template(REPO / "template.yaml", {"TimeBudgetSeconds": 0})
+
+
+def test_globals_lists_are_added_and_maps_merged_like_sam(tmp_path):
+    (tmp_path / "template.yaml").write_text(
+        """Transform: AWS::Serverless-2016-10-31
+Globals:
+  Function:
+    Timeout: 30
+    Layers: [!Ref CoreLayer]
+    Environment:
+      Variables: {A: "1", B: "1"}
+Resources:
+  CoreLayer:
+    Type: AWS::Serverless::LayerVersion
+    Properties: {ContentUri: core/}
+  ExtraLayer:
+    Type: AWS::Serverless::LayerVersion
+    Properties: {ContentUri: extra/}
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: fn/
+      Timeout: 90
+      Layers: [!Ref ExtraLayer]
+      Environment:
+        Variables: {B: "2"}
+"""
+    )
+    fn = Template(tmp_path / "template.yaml").functions()["Fn"]
+    assert fn.layer_dirs == [tmp_path / "core", tmp_path / "extra"]
+    assert fn.environment == {"A": "1", "B": "2"}
+    assert fn.timeout == 90
