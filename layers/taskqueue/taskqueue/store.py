@@ -762,27 +762,11 @@ class TaskStore:
         )
         return written is not None
 
-    def _transition(
-        self,
-        task_id: str,
-        source: TaskStatus,
-        target: TaskStatus,
-        *,
-        now_ms: int,
-        set_: Mapping[str, AttributeValue],
-        remove: Iterable[str] = (),
-        count_attempt: bool = False,
-        condition: str | None = None,
-        names: Mapping[str, str] | None = None,
-        values: Mapping[str, AttributeValue] | None = None,
-    ) -> dict[str, Any] | None:
-        """One conditional UpdateItem moving a task from ``source`` to ``target``; the new item, or None if lost."""
-        request = self._transition_request(
-            task_id, source, target, now_ms=now_ms, set_=set_, remove=remove, count_attempt=count_attempt,
-            condition=condition, names=names, values=values,
-        )
+    def _transition(self, task_id: str, source: TaskStatus, target: TaskStatus, **request: Any) -> dict[str, Any] | None:
+        """One conditional UpdateItem moving a task from ``source`` to ``target`` (arguments as for
+        ``_transition_request``); the new item, or None if the condition lost."""
         try:
-            response = self._call("update_item", **request)
+            response = self._call("update_item", **self._transition_request(task_id, source, target, **request))
         except _ConditionLost:
             return None
         return response["Attributes"]
