@@ -1,7 +1,7 @@
 """Matcher benchmark: matches per second and aborted transactions with 1, 4 and 8 concurrent matchers.
 
-Runs on the serialized moto server (tests/serialized_moto.py: one global request lock, so conditional writes
-and transactions are atomic), with a fresh call center per run: AGENTS agents with mixed profiles (1-3 of 4
+Runs on the serialized moto server (the local engine's emulator, local/emulator.py: one global request lock, so
+conditional writes and transactions are atomic), with a fresh call center per run: AGENTS agents with mixed profiles (1-3 of 4
 languages, one of 2 genders), CALLS callers with mixed preferences (some asking for a language nobody speaks).
 Every run is checked as the concurrency test checks it (replayed commit log, final state).
 
@@ -30,7 +30,7 @@ os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "matcher-bench")
 
 from tests.matcher_load import check_final_state, make_world, replay, run_matchers  # noqa: E402
-from tests.serialized_moto import SerializedMoto  # noqa: E402
+from local.emulator import Emulator  # noqa: E402
 
 
 def main() -> None:
@@ -46,7 +46,7 @@ def main() -> None:
     print(header)
     rows = []
     for count in (int(n) for n in args.matchers.split(",")):
-        with SerializedMoto(record_transactions=True) as server:
+        with Emulator(record_transactions=True) as server:
             world = make_world(server, agents=args.agents, calls=args.calls, seed=args.seed, name=f"bench{count}")
             requests_before, cancelled_before = server.requests, server.cancelled
             reports, elapsed = run_matchers(world, count)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from local import callcenter
 from local import report as reports
 from local.engine import REPO, Engine
 from local.template import TemplateError
@@ -71,6 +72,8 @@ def sample(engine: Engine, t: float) -> dict[str, Any]:
 
 def demo(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
+    if scenario.get("kind") == "callcenter":
+        return callcenter_demo(args, scenario)
     params = {**scenario_parameters(scenario), **parse_overrides(args.param_overrides)}
     out = Path(args.out)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -126,6 +129,36 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def callcenter_demo(args: argparse.Namespace, scenario: dict[str, Any]) -> int:
+    """The call-center scenario (local/callcenter.py): agents, callers with preferences and patience, hang-ups."""
+    params = {**callcenter.scenario_parameters(scenario), **parse_overrides(args.param_overrides)}
+    out = Path(args.out)
+    name = f"{scenario['name']}-{time.strftime('%Y%m%d-%H%M%S')}"
+    print(f"Scenario {scenario['name']!r}: {scenario.get('description', '')}")
+    print(f"Parameters: {' '.join(f'{k}={v}' for k, v in params.items())}; time scale {scenario['time_scale']}")
+    wall = time.monotonic()
+    engine = Engine(args.template, params, endpoint_url=args.endpoint_url, time_scale=scenario["time_scale"],
+                    log_file=out / f"{name}.functions.log", ttl_lateness=scenario.get("ttl_lateness_seconds", 2.0))
+    tty = sys.stdout.isatty()
+    try:
+        engine.start()
+        print(f"Emulator {engine.endpoint_url}; functions {', '.join(engine.functions)}"
+              + (f"; skipped {', '.join(engine.skipped)}" if engine.skipped else ""))
+        center = callcenter.CallCenter(engine, scenario)
+        report = center.run(lambda text, final: _line(text, tty, final), print_every=1.0 if tty else 10.0)
+        report["wall_seconds"] = round(time.monotonic() - wall, 1)
+    finally:
+        engine.stop()
+    json_path, png_path = callcenter.write(report, out, name)
+    print()
+    print(callcenter.summary_table(report))
+    print()
+    print(f"Report: {json_path}")
+    print(f"Chart:  {png_path}")
+    print(f"Function logs: {out / f'{name}.functions.log'}")
+    return 0
+
+
 def _line(text: str, tty: bool, final: bool = False) -> None:
     if tty:
         sys.stdout.write("\r\033[K" + text + ("\n" if final else ""))
@@ -165,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     common.add_argument("--endpoint-url", default=None, help="use this AWS endpoint instead of the embedded emulator")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", parents=[common], help="run a scenario end to end and write a report and a chart")
-    d.add_argument("--scenario", default="steady", help="steady, overload, burst, or a path to a scenario .json")
+    d.add_argument("--scenario", default="steady", help="steady, overload, burst, callcenter, or a path to a scenario .json")
     d.add_argument("--out", default="reports")
     i = sub.add_parser("invoke", parents=[common], help="invoke one function once with an event file")
     i.add_argument("function", help="logical id (ProcessTasksFunction), code directory (process_tasks) or name")

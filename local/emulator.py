@@ -1,42 +1,223 @@
 """The embedded AWS emulator: moto's server app behind one global request lock, on 127.0.0.1.
 
-moto's conditional writes and transactions are not atomic under concurrent requests; serializing every
-request makes them so (DESIGN.md, "The local engine"). Run as its own process (its own GIL):
-``python -m local.emulator`` prints ``PORT <n>`` once it listens.
+The one serialized moto server of the project: the local engine (``make demo``, the e2e tests), the
+matcher concurrency test (``tests/serialized_moto.py``) and the matcher benchmark all run on it.
+
+- **One request at a time.** moto's conditional writes and transactions are not atomic under concurrent
+  requests (the plain server double-claims: 508-520 wins for 500 items); serializing every request makes
+  them so, as in DynamoDB (DESIGN.md, "The local engine").
+- **Transactions cost what their items cost** (``patch_transactions``, on by default): moto 5.2.5
+  deep-copies every table a TransactWriteItems touches, with all of its accumulated stream records, before
+  applying it (to roll back if a condition fails). After a few hundred writes each transaction takes 1-2 s
+  and long runs become quadratic. The patch checks every condition first, under the lock, and writes only
+  a transaction whose conditions all hold, keeping a copy of just the items it touches for a rollback.
+- **Commit log** (``record_transactions=True``): the body of every TransactWriteItems that committed, in
+  commit order (the order the lock let them through), so a test can replay what happened
+  (``tests/matcher_load.py``). Read through ``Emulator.commits``; ``requests`` and ``cancelled`` count
+  requests and refused transactions.
+
+It runs as its own process (its own GIL, so the threads that drive it do not slow it down):
+``python -m local.emulator [--port N] [--record-transactions] [--no-fast-transactions]`` prints
+``PORT <n>`` once it listens. The control paths under ``/_local/`` (stats, commit log) bypass the lock.
 """
 
 from __future__ import annotations
 
+import argparse
+import io
+import json
 import os
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from typing import Any
+from typing import Any, Callable
+
+CONTROL = "/_local/"
 
 
 class SerializedApp:
-    """A WSGI wrapper that lets one request at a time into the wrapped app (body fully built inside)."""
+    """A WSGI wrapper that lets one request at a time into the wrapped app (body fully built inside), and
+    optionally records the body of every committed TransactWriteItems."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, record_transactions: bool = False) -> None:
         self._app = app
         self._lock = threading.Lock()
+        self.record_transactions = record_transactions
+        self.commits: list[dict[str, Any]] = []
+        self.requests = 0
+        self.cancelled = 0  # TransactWriteItems refused (a condition failed, a conflict, a bad request)
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if environ.get("PATH_INFO", "").startswith(CONTROL):
+            return self._control(environ, start_response)
         with self._lock:
-            return list(self._app(environ, start_response))
+            self.requests += 1
+            if not environ.get("HTTP_X_AMZ_TARGET", "").endswith(".TransactWriteItems"):
+                return list(self._app(environ, start_response))  # consumed inside the lock
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+            statuses: list[str] = []
+
+            def remember(status: str, headers: Any, exc_info: Any = None) -> Any:
+                statuses.append(status)
+                return start_response(status, headers, exc_info)
+
+            response = list(self._app(environ, remember))
+            if statuses and statuses[0].startswith("200"):
+                if self.record_transactions:
+                    self.commits.append(json.loads(body))
+            else:
+                self.cancelled += 1
+            return response
+
+    def _control(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        path = environ["PATH_INFO"][len(CONTROL):]
+        with self._lock:
+            if path == "stats":
+                answer: Any = {"requests": self.requests, "cancelled": self.cancelled, "commits": len(self.commits),
+                               "recording": self.record_transactions}
+            elif path == "commits":
+                answer = list(self.commits)
+            elif path == "commits/clear" and environ.get("REQUEST_METHOD") == "POST":
+                self.commits.clear()
+                answer = {"cleared": True}
+            else:
+                start_response("404 Not Found", [("Content-Type", "application/json")])
+                return [b'{"error": "unknown control path"}']
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [json.dumps(answer).encode()]
 
 
-def serve(host: str = "127.0.0.1", port: int = 0) -> None:
+def patch_transactions() -> Callable[[], None]:
+    """Make moto's TransactWriteItems cost what its items cost, not what the whole table costs.
+
+    Why: moto 5.2.5's ``transact_write_items`` deep-copies every table the transaction touches -- items,
+    indexes and every stream record accumulated since the table was made -- so that it can roll back if an
+    item's condition fails. A few hundred writes into a run, each transaction takes 1-2 s (the matcher's
+    concurrency test and the call-center demo run thousands of them).
+
+    What instead: under the global request lock nothing can change between a check and a write, so
+    1. every item is checked first: one operation per entry, no item twice in one transaction (moto's
+       ``MultipleTransactionsException``), and each ``ConditionExpression`` against the current item; a
+       failing condition cancels the transaction with moto's own exception and reasons before anything is
+       written;
+    2. only a transaction whose conditions all hold is applied -- by moto's own code, with its table copy
+       turned off -- after a copy of just the touched items and the length of each touched table's stream;
+       should applying fail after all (an invalid update expression, say), those items are put back and
+       the stream records written meanwhile dropped, as moto's table-level rollback would, and the error
+       raised.
+    Returns the undo (the server process never undoes it; in-process users may).
+    """
+    from moto.dynamodb import models
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.dynamodb.exceptions import ConditionalCheckFailed, MultipleTransactionsException, \
+        TransactionCanceledException
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    original = models.DynamoDBBackend.transact_write_items
+    real_copy = models.copy
+
+    class _KeepTables:
+        """``copy`` as moto's module sees it while a checked transaction is applied: tables are not copied."""
+
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            return value if isinstance(value, Table) else real_copy.deepcopy(value, memo)
+
+    def key_of(table: Any, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
+        source = op["Item"] if op_type == "Put" else op["Key"]
+        key = {table.hash_key_attr: source[table.hash_key_attr]}
+        if table.range_key_attr is not None:
+            key[table.range_key_attr] = source[table.range_key_attr]
+        return key
+
+    def dynamo_key(table: Any, key: dict[str, Any]) -> tuple[Any, Any]:
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
+        return hash_value, range_value
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        if len(transact_items) > 100 or any(len(entry) != 1 for entry in transact_items):
+            return original(self, transact_items)  # moto's own errors for these
+        reasons: list[tuple[Any, Any, Any]] = []
+        seen: set[tuple[str, str]] = set()
+        touched: list[tuple[Any, dict[str, Any]]] = []
+        for entry in transact_items:
+            op_type, op = next(iter(entry.items()))
+            if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+                return original(self, transact_items)
+            table = self.get_table(op["TableName"])
+            try:
+                key = key_of(table, op_type, op)
+            except KeyError:
+                return original(self, transact_items)  # a key attribute missing: moto's own reason
+            unique = (str(op["TableName"]), str(dict(sorted(key.items()))))
+            if unique in seen:
+                raise MultipleTransactionsException()
+            seen.add(unique)
+            touched.append((table, key))
+            condition = op.get("ConditionExpression")
+            if condition is not None:
+                current = self.get_item(op["TableName"], key)
+                check = get_filter_expression(condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues"))
+                if not check.expr(current):
+                    old = None
+                    if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current is not None:
+                        old = current.to_json()["Attributes"]
+                    reasons.append(("ConditionalCheckFailed", ConditionalCheckFailed().message, old))
+                    continue
+            reasons.append((None, None, None))
+        if any(code is not None for code, _, _ in reasons):
+            raise TransactionCanceledException(reasons)
+        # Rollback data: the touched items as they are, and how long each touched stream is.
+        saved = []
+        for table, key in touched:
+            hash_value, range_value = dynamo_key(table, key)
+            saved.append((table, hash_value, range_value, real_copy.deepcopy(table.get_item(hash_value, range_value))))
+        streams = {id(t): (t.stream_shard, len(t.stream_shard.items)) for t, _ in touched if t.stream_shard is not None}
+        models.copy = _KeepTables  # type: ignore[assignment]
+        try:
+            return original(self, transact_items)
+        except Exception:
+            for table, hash_value, range_value, item in saved:
+                if range_value is not None:
+                    if item is not None:
+                        table.items[hash_value][range_value] = item
+                    else:
+                        table.items.get(hash_value, {}).pop(range_value, None)
+                elif item is not None:
+                    table.items[hash_value] = item
+                else:
+                    table.items.pop(hash_value, None)
+            for shard, length in streams.values():
+                del shard.items[length:]
+            raise
+        finally:
+            models.copy = real_copy
+
+    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+    def undo() -> None:
+        models.DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool = False,
+          fast_transactions: bool = True) -> None:
     from moto.server import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
+    if fast_transactions:
+        patch_transactions()
     try:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler as handler
     except ImportError:  # pragma: no cover
         handler = None
-    app = SerializedApp(DomainDispatcherApplication(create_backend_app))
+    app = SerializedApp(DomainDispatcherApplication(create_backend_app), record_transactions=record_transactions)
     kwargs = {"request_handler": handler} if handler else {}
     server = make_server(host, port, app, threaded=True, **kwargs)
     print(f"PORT {server.server_address[1]}", flush=True)
@@ -44,16 +225,27 @@ def serve(host: str = "127.0.0.1", port: int = 0) -> None:
 
 
 class Emulator:
-    """A serialized moto server in a child process; ``url`` is its endpoint."""
+    """A serialized moto server in a child process; ``url`` is its endpoint.
 
-    def __init__(self) -> None:
+    ``record_transactions`` keeps the commit log (``commits``); ``fast_transactions=False`` leaves moto's
+    transaction handling as it is (slow, see ``patch_transactions``). Usable as a context manager.
+    """
+
+    def __init__(self, *, record_transactions: bool = False, fast_transactions: bool = True) -> None:
+        self.record_transactions = record_transactions
+        self.fast_transactions = fast_transactions
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
     def start(self, timeout: float = 30.0) -> str:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        command = [sys.executable, "-m", "local.emulator"]
+        if self.record_transactions:
+            command.append("--record-transactions")
+        if not self.fast_transactions:
+            command.append("--no-fast-transactions")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "local.emulator"],
+            command,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -71,7 +263,7 @@ class Emulator:
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()
         while time.monotonic() < deadline:
             try:
-                urllib.request.urlopen(self.url + "/moto-api/", timeout=2).read()
+                urllib.request.urlopen(self.url + CONTROL + "stats", timeout=2).read()
                 return self.url
             except Exception:
                 time.sleep(0.1)
@@ -88,6 +280,62 @@ class Emulator:
                 self.proc.wait()
         self.proc = None
 
+    def __enter__(self) -> Emulator:
+        if self.proc is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def client(self, service: str = "dynamodb", max_attempts: int = 6, pool: int = 4) -> Any:
+        """A new boto3 client of the emulator (give each thread its own)."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(service, endpoint_url=self.url, region_name="us-east-1", aws_access_key_id="testing",
+                            aws_secret_access_key="testing",
+                            config=Config(retries={"mode": "standard", "max_attempts": max_attempts},
+                                          max_pool_connections=pool))
+
+    # The control paths: counters and the commit log, read from the server process.
+
+    def _control(self, path: str, method: str = "GET") -> Any:
+        request = urllib.request.Request(self.url + CONTROL + path, method=method, data=b"" if method == "POST" else None)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    @property
+    def commits(self) -> list[dict[str, Any]]:
+        """Every committed TransactWriteItems body so far, in commit order (needs ``record_transactions``)."""
+        if not self.record_transactions:
+            raise RuntimeError("the emulator was started without record_transactions=True")
+        return self._control("commits")
+
+    def clear_commits(self) -> None:
+        self._control("commits/clear", "POST")
+
+    @property
+    def requests(self) -> int:
+        """AWS requests served so far (not counting the control paths)."""
+        return int(self._control("stats")["requests"])
+
+    @property
+    def cancelled(self) -> int:
+        """TransactWriteItems requests refused so far."""
+        return int(self._control("stats")["cancelled"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m local.emulator", description=__doc__.splitlines()[0])
+    parser.add_argument("port", nargs="?", type=int, default=0)
+    parser.add_argument("--port", dest="port_option", type=int, default=None)
+    parser.add_argument("--record-transactions", action="store_true")
+    parser.add_argument("--no-fast-transactions", dest="fast_transactions", action="store_false")
+    args = parser.parse_args(argv)
+    port = args.port_option if args.port_option is not None else args.port
+    serve(port=port, record_transactions=args.record_transactions, fast_transactions=args.fast_transactions)
+
 
 if __name__ == "__main__":
-    serve(port=int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    main()

@@ -1,4 +1,4 @@
-"""A call center on the serialized moto server: agents, calls, N matchers at once, and the checks of the
+"""A call center on the serialized moto server (local/emulator.py): agents, calls, N matchers at once, and the checks of the
 result (shared by tests/integration/test_matcher_concurrency.py and bench/matcher_bench.py)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from taskqueue.settings import Settings
 from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
 from tests.agent_support import create_agent_table
-from tests.serialized_moto import SerializedMoto
+from local.emulator import Emulator
 from tests.support import template
 
 LANGUAGES = ["en", "fr", "es", "de"]
@@ -31,7 +31,7 @@ GENDERS = ["f", "m"]
 
 @dataclass
 class World:
-    server: SerializedMoto
+    server: Emulator
     settings: Settings
     match_settings: MatchSettings
     agent_ids: list[str] = field(default_factory=list)
@@ -57,7 +57,7 @@ def create_queue_table_without_stream(client: Any, name: str) -> None:
     )
 
 
-def make_world(server: SerializedMoto, *, agents: int, calls: int, seed: int, shed: int = 0, name: str | None = None) -> World:
+def make_world(server: Emulator, *, agents: int, calls: int, seed: int, shed: int = 0, name: str | None = None) -> World:
     """Tables named after ``name``; ``agents`` agents with mixed profiles (queued one by one, so their order is
     known), ``calls`` calls with mixed preferences, ``shed`` of them with 1 s of patience (expired on return)."""
     name = name or uuid.uuid4().hex[:8]
@@ -138,7 +138,7 @@ def replay(world: World) -> dict[str, int]:
     matches = Counter[str]()
     puts = 0
     tables = {world.settings.queue_table_name, agent_table}
-    for body in world.server.commits:
+    for body in world.server.commits:  # one read of the server's commit log
         items = body["TransactItems"]
         if not any(next(iter(i.values()))["TableName"] in tables for i in items):
             continue  # another world's transaction on the same server

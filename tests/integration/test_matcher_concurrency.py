@@ -1,6 +1,7 @@
 """Matchers at once on the SERIALIZED moto server (one global request lock: conditional writes and
 transactions are atomic, as in DynamoDB; plain moto is not under concurrent requests).
 
+The server is the local engine's emulator (local/emulator.py, via tests/serialized_moto.py) in its own process.
 8 matchers, 500 calls (50 of them impatient: shed), 200 agents with mixed profiles. Every committed
 transaction is recorded in commit order and replayed: each match took an agent who was queued (never given
 twice) and was the head of the caller's queue at that moment (the longest-waiting eligible agent).
@@ -55,7 +56,7 @@ def test_two_matchers_taking_different_agents_do_not_conflict(server):
     # design) the second commit would abort; here the transactions touch disjoint items and both commit.
     head_1 = first_agents.head("Q#gender=*#language=fr")
     head_2 = second_agents.head("Q#gender=*#language=de")
-    server.commits.clear()
+    server.clear_commits()
     assert second_agents.match(call_2, "matcher-2", head_2).outcome is MatchOutcome.MATCHED
     assert first_agents.match(call_1, "matcher-1", head_1).outcome is MatchOutcome.MATCHED
     touched = [
