@@ -10,6 +10,7 @@ from taskqueue.model import new_tasks, parse_create_request
 from taskqueue.runner import FakeLegacySystem
 from taskqueue.services import Services
 from taskqueue.states import TaskStatus
+from taskqueue.store import TaskStore
 from tests.conftest import make_settings
 from tests.support import load_event, load_function
 
@@ -109,3 +110,36 @@ def test_recovers_expired_leases_before_claiming(services, clock):
 def test_wake_up_without_a_queue_is_refused(services):
     with pytest.raises(Exception, match="wake-up must be an SNS notification"):
         app.handle({}, 120, "req-1", services, RecordingRunner())
+
+
+class FailsFirstAttempt(RecordingRunner):
+    def __call__(self, task):
+        super().__call__(task)
+        if task.attempts == 1:
+            raise RuntimeError("legacy system busy")
+        return {"ok": task.task_id}
+
+
+def test_waits_for_a_retry_that_falls_due_inside_the_budget(services, dynamodb, clock, topics):
+    (task_id,) = seed(services, clock, 1)
+    settings = make_settings(topics, retry_base_seconds=2.0, time_budget_seconds=30)
+    svc = Services(settings, TaskStore(dynamodb, settings, clock), services.notifier, clock)
+    runner = FailsFirstAttempt()
+    report = app.handle({"queue": "work"}, 120, "req-1", svc, runner)
+    # The backoff (at most 2 s on the injected clock) ends inside the budget: the same invocation retries it.
+    assert runner.seen == [task_id, task_id]
+    assert (report.released, report.succeeded, report.stopped_by, report.work_remains) == (1, 1, "empty", False)
+    assert services.store.get(task_id).status is TaskStatus.SUCCESS
+    assert topics.tail_calls() == []
+
+
+@pytest.mark.parametrize("delay,tail_call", [(8, True), (20, False)])
+def test_tail_calls_only_for_delayed_work_the_next_budget_reaches(services, dynamodb, clock, topics, delay, tail_call):
+    seed(services, clock, 1, delaySeconds=delay)
+    settings = make_settings(topics, time_budget_seconds=15)
+    svc = Services(settings, TaskStore(dynamodb, settings, clock), services.notifier, clock)
+    # 10 s left in the invocation: it claims for 5 s, so a task due in 8 s is the next invocation's;
+    # one due in 20 s is beyond that budget too and is left to the safety net.
+    report = app.handle({"queue": "work"}, 10, "req-1", svc, RecordingRunner())
+    assert (report.claimed, report.stopped_by, report.work_remains) == (0, "empty", tail_call)
+    assert topics.tail_calls() == (["work"] if tail_call else [])

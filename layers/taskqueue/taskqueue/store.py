@@ -145,8 +145,24 @@ class TaskStore:
     def has_claimable(self, queue: str, now_ms: int | None = None) -> bool:
         return bool(self.candidates(queue, 1, now_ms))
 
+    def next_due_ms(self, queue: str, now_ms: int | None = None) -> int | None:
+        """The earliest not-before time of a queue's PENDING tasks that are delayed (a retry's backoff, or a
+        delayed task) and not yet expired; ``None`` if there is none. Lets a worker wait for a retry that
+        falls due inside its budget instead of stopping and stranding it until the safety net."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        due = [
+            entry.not_before_ms
+            for shard in range(self._settings.queue_shards)
+            for entry in self._ready_entries(queue, shard)
+            if entry.not_before_ms is not None and entry.not_before_ms > now_ms and entry.ttl > now_ms // 1000
+        ]
+        return min(due, default=None)
+
     def _claimable_in_shard(self, queue: str, shard: int, now_ms: int) -> Iterator[Candidate]:
-        """Lazily walks one shard's ReadyIndex partition, newest key first."""
+        return (c for c in self._ready_entries(queue, shard) if is_claimable(c.ttl, c.not_before_ms, now_ms))
+
+    def _ready_entries(self, queue: str, shard: int) -> Iterator[Candidate]:
+        """Lazily walks one shard's ReadyIndex partition, newest key first (at most _MAX_CANDIDATE_PAGES pages)."""
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": READY_INDEX,
@@ -158,7 +174,7 @@ class TaskStore:
         for _ in range(_MAX_CANDIDATE_PAGES):
             response = self._call("query", **kwargs)
             for item in response.get("Items", []):
-                candidate = Candidate(
+                yield Candidate(
                     ready_sort=item["readySort"]["S"],
                     task_id=item["taskId"]["S"],
                     queue=queue,
@@ -166,8 +182,6 @@ class TaskStore:
                     ttl=int(item["ttl"]["N"]),
                     not_before_ms=int(item["notBefore"]["N"]) if "notBefore" in item else None,
                 )
-                if is_claimable(candidate.ttl, candidate.not_before_ms, now_ms):
-                    yield candidate
             if "LastEvaluatedKey" not in response:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

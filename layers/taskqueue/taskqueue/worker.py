@@ -100,10 +100,15 @@ class Worker:
                     continue
                 candidates = self._store.candidates(queue, self._settings.page_size)
                 if not candidates:
-                    if not running:
+                    if running:
+                        wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                        continue
+                    due_in = self._due_in_seconds(queue)
+                    if due_in is None or due_in >= left:
                         report.stopped_by = "empty"
                         break
-                    wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                    # A retry (or delayed task) falls due inside the budget: wait for it rather than strand it.
+                    self._clock.sleep(due_in)
                     continue
                 for candidate in candidates:
                     if free == 0:
@@ -117,8 +122,16 @@ class Worker:
                     report.claim_ages_ms.append(task.updated_ms - task.created_ms)
                     running[pool.submit(self._run_one, task, report)] = task
             # Leaving the with-block waits for the tasks in flight: they finish inside their lease.
-        report.work_remains = self._store.has_claimable(queue)
+        # Tail-call for claimable work, or for a retry the next invocation's budget will reach.
+        due_in = self._due_in_seconds(queue)
+        report.work_remains = self._store.has_claimable(queue) or (
+            due_in is not None and due_in < self._settings.time_budget_seconds
+        )
         return report
+
+    def _due_in_seconds(self, queue: str) -> float | None:
+        due = self._store.next_due_ms(queue)
+        return None if due is None else max(0.0, (due - self._clock.now_ms()) / 1000)
 
     def _run_one(self, task: Task, report: WorkerReport) -> None:
         log = {"task_id": task.task_id, "queue": task.queue, "attempt": task.attempts}
