@@ -68,7 +68,9 @@ def test_expired_lease_is_recovered_by_the_next_worker_and_completed_once(store,
 def test_transient_failure_backs_off_within_bounds_and_the_claim_respects_it(dynamodb, topics, clock):
     store = TaskStore(dynamodb, make_settings(topics, retry_base_seconds=10.0, retry_max_seconds=60.0), clock)
     task_id = create(store, clock, maxAttempts=5)
-    report = worker(store, clock, Runner([RuntimeError("legacy busy")]), seed=7).run("work", 5)
+    # A claim window shorter than the backoff: the worker stops before the retry falls due (a retry due
+    # inside the window is waited for: see test_process_tasks_handler).
+    report = worker(store, clock, Runner([RuntimeError("legacy busy")]), seed=7).run("work", 0.5)
     assert report.released == 1
     task = store.get(task_id)
     expected = clock.now_ms() + backoff_ms(1, 10.0, 60.0, random.Random(7))
