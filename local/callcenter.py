@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from local import report as reports
 from local.report import percentile
 
 NO_PREFERENCE = (None, "", "*", "any")
@@ -373,22 +374,12 @@ def summary_table(report: dict[str, Any]) -> str:
     lines.append(f"checks: agent on two calls {checks['agent_on_two_calls']}, matches not fitting the preferences "
                  f"{checks['misfit_matches']}, stale call ends {checks['stale_call_ends']}, errors {checks['errors']}")
     lines.append("")
-    lines.append(f"{'function':<24}{'invocations':>12}{'errors':>8}{'throttles':>10}{'timeouts':>9}{'dropped':>8}")
-    for name, s in report["engine"]["functions"].items():
-        lines.append(f"{name:<24}{s['invocations']:>12}{s['errors']:>8}{s['throttles']:>10}"
-                     f"{s['timeouts']:>9}{s['async']['dropped_age']:>8}")
+    lines += reports.function_table(report)
     return "\n".join(lines)
 
 
 def write(report: dict[str, Any], out_dir: Path, name: str) -> tuple[Path, Path | None]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / f"{name}.json"
-    json_path.write_text(json.dumps(report, indent=1, default=str))
-    try:
-        png_path = chart(report, out_dir / f"{name}.png")
-    except ImportError:
-        png_path = None
-    return json_path, png_path
+    return reports.write(report, out_dir, name, draw=chart)
 
 
 def chart(report: dict[str, Any], path: Path) -> Path:

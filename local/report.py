@@ -50,15 +50,25 @@ def build(engine: Any, scenario: dict[str, Any], timeline: list[dict[str, Any]],
     }
 
 
-def write(report: dict[str, Any], out_dir: Path, name: str) -> tuple[Path, Path | None]:
+def write(report: dict[str, Any], out_dir: Path, name: str, draw: Any = None) -> tuple[Path, Path | None]:
+    """The JSON report and its PNG chart (drawn by ``draw``, this module's ``chart`` by default)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / f"{name}.json"
     json_path.write_text(json.dumps(report, indent=1, default=str))
     try:
-        png_path = chart(report, out_dir / f"{name}.png")
+        png_path = (draw or chart)(report, out_dir / f"{name}.png")
     except ImportError:
         png_path = None
     return json_path, png_path
+
+
+def function_table(report: dict[str, Any]) -> list[str]:
+    """Per-function invocations, errors, throttles, timeouts and events dropped for age."""
+    lines = [f"{'function':<24}{'invocations':>12}{'errors':>8}{'throttles':>10}{'timeouts':>9}{'dropped':>8}"]
+    for name, s in report["engine"]["functions"].items():
+        lines.append(f"{name:<24}{s['invocations']:>12}{s['errors']:>8}{s['throttles']:>10}"
+                     f"{s['timeouts']:>9}{s['async']['dropped_age']:>8}")
+    return lines
 
 
 def chart(report: dict[str, Any], path: Path) -> Path:
@@ -123,10 +133,7 @@ def summary_table(report: dict[str, Any]) -> str:
     lines.append(f"{'claims with a newer task waiting':<28} {claims['with_newer_task_waiting']} of {claims['count']}")
     lines.append(f"{'tail calls':<28}{report['tail_calls']:>8}")
     lines.append("")
-    lines.append(f"{'function':<24}{'invocations':>12}{'errors':>8}{'throttles':>10}{'timeouts':>9}{'dropped':>8}")
-    for name, s in report["engine"]["functions"].items():
-        lines.append(f"{name:<24}{s['invocations']:>12}{s['errors']:>8}{s['throttles']:>10}"
-                     f"{s['timeouts']:>9}{s['async']['dropped_age']:>8}")
+    lines += function_table(report)
     for name, why in report["engine"]["skipped"].items():
         lines.append(f"{name:<24} skipped: {why}")
     return "\n".join(lines)
