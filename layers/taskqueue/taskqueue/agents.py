@@ -27,7 +27,7 @@ from taskqueue.errors import TaskQueueError
 from taskqueue.keys import Order
 from taskqueue.matching import AgentProfile, MatchSettings
 from taskqueue.model import Task
-from taskqueue.store import TaskStore, make_client
+from taskqueue.store import TaskStore, count_all, make_client
 
 ENTITY_AGENT = "agent"
 ENTITY_ENTRY = "entry"
@@ -150,20 +150,14 @@ class AgentStore:
 
     def depth(self, queue_key: str) -> int:
         """Agents waiting in one combination's queue: a COUNT query of its partition (no scan, no counter)."""
-        total = 0
-        kwargs: dict[str, Any] = {
+        request: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :k",
             "ExpressionAttributeValues": {":k": {"S": queue_key}},
             "ConsistentRead": True,
             "Select": "COUNT",
         }
-        while True:
-            response = self._call("query", **kwargs)
-            total += int(response.get("Count", 0))
-            if "LastEvaluatedKey" not in response:
-                return total
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return count_all(self._call, "query", request)
 
     def call_payloads(self, queue_table: str, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The payloads of calls (immutable once created), 100 per BatchGetItem, so a pass over waiting calls

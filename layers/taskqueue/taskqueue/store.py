@@ -12,7 +12,7 @@ import base64
 import heapq
 import json
 import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -718,13 +718,7 @@ class TaskStore:
             "ExpressionAttributeValues": {":h": {"S": partition}},
             "Select": "COUNT",
         }
-        total = 0
-        while True:
-            response = self._call("query", **kwargs)
-            total += int(response.get("Count", 0))
-            if "LastEvaluatedKey" not in response:
-                return total
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return count_all(self._call, "query", kwargs)
 
     def _count_scan(self, queue: str, status: TaskStatus) -> int:
         kwargs: dict[str, Any] = {
@@ -734,13 +728,7 @@ class TaskStore:
             "ExpressionAttributeValues": {":q": {"S": queue}, ":s": {"S": status.value}},
             "Select": "COUNT",
         }
-        total = 0
-        while True:
-            response = self._call("scan", **kwargs)
-            total += int(response.get("Count", 0))
-            if "LastEvaluatedKey" not in response:
-                return total
-            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+        return count_all(self._call, "scan", kwargs)
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -856,6 +844,18 @@ class TaskStore:
 
 class _ConditionLost(Exception):
     """Internal: a ConditionExpression did not hold (caught inside this module only)."""
+
+
+def count_all(call: Callable[..., dict[str, Any]], operation: str, request: dict[str, Any]) -> int:
+    """Total ``Count`` of a ``Select=COUNT`` query or scan, following every page."""
+    request = dict(request)
+    total = 0
+    while True:
+        response = call(operation, **request)
+        total += int(response.get("Count", 0))
+        if "LastEvaluatedKey" not in response:
+            return total
+        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
 def is_claimable(ttl: int, not_before_ms: int | None, now_ms: int) -> bool:
