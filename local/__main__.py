@@ -179,8 +179,18 @@ def invoke(args: argparse.Namespace) -> int:
             print(exc.args[0], file=sys.stderr)
             return 2
         inv = engine.invoke(logical, event)
+        limit = engine.pools[logical].limit
     finally:
         engine.stop()
+    if inv.throttled:
+        # What `aws lambda invoke` reports: nothing ran; the caller may retry later.
+        kind = "reserved concurrency" if engine.functions[logical].reserved_concurrency is not None else \
+            "local concurrency cap (unreserved functions)"
+        print(f"--- throttled: HTTP 429 TooManyRequestsException: {logical} is at its {kind} ({limit}), "
+              "so the synchronous invocation was refused at once, as Lambda refuses it; nothing ran. Retry later, "
+              "or invoke it asynchronously (queued and retried by Lambda).", file=sys.stderr)
+        print(json.dumps(inv.error, indent=2, default=str))
+        return 1
     print(f"--- logs of {logical} (request {inv.request_id}, {inv.duration * 1000:.0f} ms"
           f"{', cold start' if inv.cold_start else ''})")
     for line in inv.logs:

@@ -1,16 +1,21 @@
 """The call-center scenario on the local engine: agents, callers with preferences and patience, hang-ups.
 
 What it drives (all through the real handlers, as a contact-center system would on AWS):
-- **agents** log in at the start: one direct Matcher event each, ``{"action": "agentAvailable", "agent":
-  {"agentId", "name", "attributes"}}`` (events/matcher-agent-available.json);
+- **agents** log in at the start: one synchronous AgentEvents invocation each, ``{"action": "agentAvailable",
+  "agent": {"agentId", "name", "attributes"}}`` (events/agent_events-agent-available.json); agent events go to
+  AgentEventsFunction, never to the Matcher, whose reserved concurrency would refuse them (HTTP 429) while it
+  matches;
 - **callers** arrive at random (Poisson, seeded): one CreateTasks invocation each, ``{"queue": "calls",
   "ttlSeconds": <patience>, "payload": {"caller", "preferences"}}``; a caller whose patience runs out before
-  an agent is found is deleted by TTL: a hang-up, counted as shed;
+  an agent is found is shed (by the Matcher that meets it past its ttl, or by DynamoDB's TTL): a hang-up;
 - the **Matcher** is woken the template's way (queue stream -> Trigger -> ProcessTasksTopic ``queue=calls``;
   agent entries -> AgentTable stream -> Trigger) and pairs callers with agents;
 - a **match** is seen on the queue table's stream (a call TAKEN -> SUCCESS with the agent in its result); the
   agent talks for the caller's talk time and then the driver sends ``{"action": "callEnded", "agentId",
-  "callId"}``: the agent is queued again at the back.
+  "callId"}`` to AgentEvents: the agent is queued again at the back.
+
+Every invocation is synchronous and made as a client using the AWS SDK makes it: a refused one (HTTP 429
+TooManyRequestsException) is retried with backoff a few times (``invoke_like_sdk``), then counted as an error.
 
 The scenario file (``local/scenarios/callcenter.json``) gives the agents, the callers' mix of preferences,
 arrival rate, patience and talk time ranges, duration and time scale. Times the handlers and this driver read
@@ -33,6 +38,10 @@ from local import report as reports
 from local.report import percentile
 
 NO_PREFERENCE = (None, "", "*", "any")
+# botocore's standard retry mode: 3 attempts, throttling errors (429 TooManyRequestsException) included, with
+# exponential backoff and full jitter from 1 s.
+SDK_ATTEMPTS = 3
+SDK_BACKOFF_BASE_SECONDS = 1.0
 
 
 def scenario_parameters(s: dict[str, Any]) -> dict[str, Any]:
@@ -69,6 +78,23 @@ def fits(preferences: dict[str, Any], attributes: dict[str, list[str]]) -> bool:
     return True
 
 
+def invoke_like_sdk(engine: Any, function: str, event: Any, attempts: int = SDK_ATTEMPTS,
+                    rng: random.Random | None = None) -> tuple[Any, int]:
+    """A synchronous invocation as the AWS SDK makes one: Lambda refuses an invoke over the function's
+    concurrency at once (429) and the SDK retries it, backing off with full jitter; after ``attempts`` the
+    429 is the result. Returns the Invocation and how many times it was refused."""
+    rng = rng or random.Random()
+    throttles = 0
+    while True:
+        inv = engine.invoke(function, event)
+        if not inv.throttled:
+            return inv, throttles
+        throttles += 1
+        if throttles >= attempts:
+            return inv, throttles
+        time.sleep(rng.uniform(0, SDK_BACKOFF_BASE_SECONDS * 2 ** (throttles - 1)))
+
+
 @dataclass
 class Call:
     call_id: str
@@ -92,7 +118,7 @@ class CallCenter:
     calls: dict[str, Call] = field(default_factory=dict)
     matches: list[dict[str, Any]] = field(default_factory=list)
     busy: dict[str, tuple[str, float]] = field(default_factory=dict)  # agent -> (call, talk ends at t)
-    ending: set[str] = field(default_factory=set)  # agents whose call-ended event is on its way to the Matcher
+    ending: set[str] = field(default_factory=set)  # agents whose call-ended event is on its way to AgentEvents
     agent_events: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -158,11 +184,11 @@ class CallCenter:
 
     def _agent_event(self, event: dict[str, Any]) -> None:
         sent_ms = int(time.time() * 1000)
-        inv = self.engine.invoke("MatcherFunction", event, wait_seconds=120)
+        inv, throttles = invoke_like_sdk(self.engine, "AgentEventsFunction", event)
         entry = {"t": round(time.monotonic() - self.started, 2), "sent_ms": sent_ms, "action": event["action"],
                  "agentId": event.get("agentId") or event["agent"]["agentId"], "callId": event.get("callId"),
                  "outcome": (inv.result or {}).get("outcome") if inv.ok else None,
-                 "error": None if inv.ok else (inv.error or {}).get("errorType", "error")}
+                 "error": None if inv.ok else (inv.error or {}).get("errorType", "error"), "throttles": throttles}
         with self._lock:
             self.agent_events.append(entry)
             if event["action"] == "callEnded":
@@ -174,7 +200,7 @@ class CallCenter:
         caller = f"caller-{len(self.calls) + 1:04d}"
         request = {"queue": "calls", "count": 1, "ttlSeconds": patience,
                    "payload": {"caller": caller, "preferences": preferences}}
-        inv = self.engine.invoke("CreateTasksFunction", request)
+        inv, _ = invoke_like_sdk(self.engine, "CreateTasksFunction", request)
         if not inv.ok:
             self.errors.append(f"CreateTasks failed: {inv.error}")
             return
@@ -197,8 +223,8 @@ class CallCenter:
                 self._agent_event, {"action": "callEnded", "agentId": agent, "callId": call_id}))
 
     def calls_outcome(self) -> dict[str, int]:
-        """Calls by outcome now: matched, waiting (patience left), hung up (shed by TTL), expired but not yet
-        deleted, taken (a matcher holds it this instant)."""
+        """Calls by outcome now: matched, waiting (patience left), hung up (shed), expired but not yet shed,
+        taken (a matcher holds it this instant)."""
         obs = self.engine.observer
         now_s = int(time.time())
         out = {"created": len(self.calls), "matched": 0, "waiting": 0, "hung_up": 0, "expired_waiting": 0, "taken": 0}
@@ -207,7 +233,7 @@ class CallCenter:
                 track = obs.tasks.get(call_id)
                 if track is None:
                     out["waiting"] += 1  # created, not yet seen on the stream
-                elif track.removed == "shed":
+                elif track.removed == "shed" or track.status == "SHED":
                     out["hung_up"] += 1
                 elif track.status == "SUCCESS":
                     out["matched"] += 1
@@ -244,7 +270,7 @@ class CallCenter:
         arn = self.engine.template.resolver.attrs["QueueTable.StreamArn"]
         self.engine.readers[arn].consumers.append(self.consume)
         self.started = time.monotonic()
-        for agent in self.agents:  # log in, one event each (the Matcher has reserved concurrency 1)
+        for agent in self.agents:  # log in before the first caller, one event each
             self._agent_event({"action": "agentAvailable", "agent": agent})
         self.started = time.monotonic()
         last_print = -print_every
@@ -396,7 +422,7 @@ def chart(report: dict[str, Any], path: Path) -> Path:
     depth.plot(t, [p["waiting"] for p in timeline], label="callers waiting", color="tab:orange")
     depth.plot(t, [p["agents_busy"] for p in timeline], label="agents busy (on a call)", color="tab:blue")
     depth.plot(t, [p["agents_available"] for p in timeline], label="agents available (queued)", color="tab:green")
-    depth.plot(t, [p.get("agents_ending", 0) for p in timeline], label="agents hung up, call-ended event waiting for the Matcher",
+    depth.plot(t, [p.get("agents_ending", 0) for p in timeline], label="agents hung up, call-ended event on its way",
                color="tab:gray", linewidth=0.8)
     depth.set_ylabel("callers / agents")
     depth.set_title("Queue depth: waiting callers and agents", fontsize=10)
@@ -405,7 +431,7 @@ def chart(report: dict[str, Any], path: Path) -> Path:
 
     flow.plot(t, [p["created"] for p in timeline], label="callers", color="tab:gray")
     flow.plot(t, [p["matched"] for p in timeline], label="matched", color="tab:green")
-    flow.plot(t, [p["hung_up"] for p in timeline], label="hung up (shed by TTL)", color="tab:purple")
+    flow.plot(t, [p["hung_up"] for p in timeline], label="hung up (shed)", color="tab:purple")
     flow.set_ylabel("calls (cumulative)")
     flow.set_title("Matches and hang-ups over time", fontsize=10)
     flow.legend(loc="upper left")

@@ -48,9 +48,10 @@ class AsyncInvoker:
     """Lambda's internal queue for one function's asynchronous invocations (SNS, EventBridge).
 
     A throttled event (the function is at its reserved concurrency) waits and is retried with backoff
-    until it is older than MaximumEventAgeInSeconds, then dropped (counted, sent to the on-failure
-    destination). A failed invocation is retried MaximumRetryAttempts times (Lambda waits ~1 and ~2
-    minutes: scaled by the time scale), then sent to the on-failure destination.
+    until it is older than MaximumEventAgeInSeconds (scaled), then dropped: counted as ``dropped_age``, and
+    sent to the on-failure destination only if one is configured. A failed invocation is retried
+    MaximumRetryAttempts times (Lambda waits ~1 and ~2 minutes: scaled by the time scale) unless the event
+    is older than the max age by then (dropped as above), then sent to the on-failure destination, if any.
     """
 
     def __init__(self, pool: FunctionPool, spec: FunctionSpec, time_scale: float,

@@ -261,15 +261,14 @@ class Engine:
             raise KeyError(f"{name} is skipped: {self.skipped[name]}")
         raise KeyError(f"no function {name!r}; known: {', '.join(self.functions)}")
 
-    def invoke(self, function: str, event: Any, wait_seconds: float = 60.0) -> Invocation:
-        """A synchronous (RequestResponse) invocation; waits for a free slot up to ``wait_seconds``."""
+    def invoke(self, function: str, event: Any) -> Invocation:
+        """A synchronous (RequestResponse) invocation, as Lambda serves one: run now if the function has a free
+        slot, else refused at once (``inv.throttled``, error ``TooManyRequestsException``, HTTP 429; counted as
+        a throttle; nothing ran). It never waits for a slot: retrying is the caller's business, as with the SDK.
+        The slots are ``ReservedConcurrentExecutions``, or the local cap for unreserved functions, which stands
+        in for the account's concurrency."""
         logical = self.resolve_function(function)
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            inv = self.pools[logical].try_invoke(event, on_throttle_count=False)
-            if not inv.throttled or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
+        inv = self.pools[logical].try_invoke(event)
         if not inv.throttled:
             self._invoked(logical, "direct", event, inv)
         return inv

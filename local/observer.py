@@ -1,5 +1,6 @@
 """Watches the queue table's stream (every record, before any filter) and keeps the story of each task:
-created, claimed (with its age and how many newer claimable tasks were waiting), finished, shed by TTL."""
+created, claimed (with its age and how many newer claimable tasks were waiting), finished, shed (by a reader
+that met it past its ttl, PENDING -> SHED, or by DynamoDB's TTL deleting it while PENDING)."""
 
 from __future__ import annotations
 
@@ -78,12 +79,14 @@ class Observer:
                                     "queue": track.queue, "newer_waiting": self._newer_waiting(track, updated)})
             if after in FINAL and before not in FINAL:
                 self.finishes.append((now - self.started, after))
+            if before == "PENDING" and after == "SHED":
+                self.sheds.append((now - self.started, task_id, int(now * 1000) - track.created_ms))
             track.status = after
         elif name == "REMOVE":
             ttl_delete = (record.get("userIdentity") or {}).get("principalId") == "dynamodb.amazonaws.com"
             if not ttl_delete:
                 track.removed = "deleted"
-            elif track.status == "PENDING":
+            elif track.status == "PENDING":  # (a SHED task's deletion is cleanup: it was counted when shed)
                 track.removed = "shed"
                 self.sheds.append((now - self.started, task_id, int(now * 1000) - track.created_ms))
             else:
@@ -105,7 +108,7 @@ class Observer:
                    "shed": 0, "expired_waiting": 0}
             now_s = int(time.time())
             for t in self.tasks.values():
-                if t.removed == "shed":
+                if t.removed == "shed" or t.status == "SHED":
                     out["shed"] += 1
                     continue
                 out[t.status] = out.get(t.status, 0) + 1
@@ -118,4 +121,4 @@ class Observer:
             t = self.tasks.get(task_id)
             if t is None:
                 return None
-            return "SHED" if t.removed == "shed" else t.status
+            return "SHED" if t.removed == "shed" else t.status  # status SHED: shed by a reader

@@ -93,7 +93,7 @@ def chart(report: dict[str, Any], path: Path) -> Path:
     flow.plot(t, [p["created"] for p in timeline], label="created", color="tab:gray")
     flow.plot(t, [p["succeeded"] for p in timeline], label="succeeded", color="tab:green")
     flow.plot(t, [p["failed"] for p in timeline], label="failed (dead-lettered)", color="tab:red")
-    flow.plot(t, [p["shed"] for p in timeline], label="shed by TTL", color="tab:purple")
+    flow.plot(t, [p["shed"] for p in timeline], label="shed (past ttl)", color="tab:purple")
     flow.set_ylabel("tasks (cumulative)")
     flow.set_title("Completions and sheds over time", fontsize=10)
     flow.legend(loc="upper left")
@@ -125,7 +125,7 @@ def summary_table(report: dict[str, Any]) -> str:
     lines = [f"Scenario {report['scenario'].get('name')!r}: {report['wall_seconds']} s wall time", ""]
     lines.append(f"{'tasks':<28}{'count':>8}")
     for label, key in (("created", "created"), ("succeeded", "succeeded"), ("failed (dead-lettered)", "failed"),
-                       ("shed by TTL", "shed"), ("still PENDING", "still_pending"), ("still TAKEN", "still_taken")):
+                       ("shed (past ttl)", "shed"), ("still PENDING", "still_pending"), ("still TAKEN", "still_taken")):
         lines.append(f"{label:<28}{tasks[key]:>8}")
     age = claims["age_ms"]
     fmt = lambda v: "-" if v is None else f"{v / 1000:.1f}s"  # noqa: E731

@@ -249,13 +249,17 @@ if __name__ != "__main__":
             return self._busy
 
         def try_invoke(self, event: Any, on_throttle_count: bool = True) -> Invocation:
-            """Invoke now if a slot is free; else return a throttled Invocation (nothing ran)."""
+            """Invoke now if a slot is free; else return a throttled Invocation (nothing ran): Lambda's HTTP 429
+            TooManyRequestsException, with the reason it gives (reserved concurrency, or the account's)."""
             with self._lock:
                 if self._closed or self._busy >= self.limit:
                     if on_throttle_count:
                         self.stats["throttles"] += 1
+                    reason = ("ReservedFunctionConcurrentInvocationLimitExceeded" if self.spec.reserved_concurrency is not None
+                              else "ConcurrentInvocationLimitExceeded")
                     return Invocation(self.spec.logical_id, "", throttled=True,
-                                      error={"errorType": "TooManyRequestsException", "errorMessage": "Rate Exceeded."})
+                                      error={"errorType": "TooManyRequestsException", "errorMessage": "Rate Exceeded.",
+                                             "statusCode": 429, "reason": reason})
                 self._busy += 1
                 self.stats["max_concurrency"] = max(self.stats["max_concurrency"], self._busy)
                 sandbox = self._idle.pop() if self._idle else None

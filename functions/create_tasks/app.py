@@ -26,13 +26,21 @@ def services() -> Services:
     return Services.from_env()
 
 
-def handle(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+def handle(event: dict[str, Any], svc: Services, request_id: str | None = None) -> dict[str, Any]:
+    """``request_id`` (the invocation's) names the tasks when the caller names none: Lambda retries an
+    asynchronous invocation (the schedule's) with the same request id, so a retry after a partial write
+    creates only the missing tasks."""
     # An EventBridge event without an Input (e.g. `sam local generate-event cloudwatch scheduled-event`)
     # carries the request in "detail".
     body = event.get("detail", {}) if "detail-type" in event else event
     request = parse_create_request(body, svc.settings)
-    tasks = new_tasks(request, svc.clock.now_ms(), svc.settings)
-    result = svc.store.put_tasks(tasks, idempotent=bool(request.task_ids))
+    tasks = new_tasks(request, svc.clock.now_ms(), svc.settings, request_id)
+    if request.task_ids:
+        result = svc.store.put_tasks(tasks, idempotent=True)
+    elif request_id is not None:
+        result = svc.store.put_tasks_once(tasks)
+    else:
+        result = svc.store.put_tasks(tasks)
     metrics.add_dimension(name="queue", value=request.queue)
     metrics.add_metric(name="TasksCreated", unit=MetricUnit.Count, value=result.created)
     logger.info(
@@ -52,4 +60,4 @@ def handle(event: dict[str, Any], svc: Services) -> dict[str, Any]:
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    return handle(event, services())
+    return handle(event, services(), context.aws_request_id)

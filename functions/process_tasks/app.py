@@ -35,7 +35,9 @@ def handle(event: dict[str, Any], remaining_seconds: float, owner: str, svc: Ser
     queue = queue_of_wakeup(event)
     svc.settings.order_of(queue)
     worker = Worker(svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock)
-    report = worker.run(queue, claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds))
+    report = worker.run(
+        queue, claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds), hold_seconds=remaining_seconds
+    )
     if report.work_remains:
         svc.notifier.tail_call(queue)
     emit_metrics(report)
@@ -52,6 +54,9 @@ def emit_metrics(report: WorkerReport) -> None:
         ("TasksReleased", report.released),
         ("LeasesRecovered", report.recovered),
         ("ClaimsLost", report.lost),
+        ("TasksShed", report.shed),
+        ("WorkerErrors", report.errors),
+        ("LeasesRenewed", report.leases_renewed),
         ("TailCalls", int(report.work_remains)),
     ):
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)

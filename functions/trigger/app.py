@@ -1,12 +1,20 @@
 """Trigger: decides whether a worker should run, and wakes it through ProcessTasksTopic.
 
-Sources: the queue table's stream (INSERTs, and TTL deletions for shed counting), TriggerTopic (tail
-calls from the workers) and the safety-net schedule. At most one message per queue per invocation.
+Sources: the queue table's stream (INSERTs, and TTL deletions of PENDING tasks for shed counting),
+TriggerTopic (tail calls from the workers) and the safety-net schedule. At most one message per queue per
+invocation.
+
+A stream batch is processed in order. A record that can never succeed (a malformed image) is logged and
+counted as MalformedRecords, and not reported as failed: retrying it would block its shard for nothing. A
+record that may succeed later (SNS or DynamoDB refused a call) is reported failed, and so is every later
+record of the batch, unprocessed: the stream retries from the first failure, so no record takes effect
+twice. Counts of the batch (TasksShed, MalformedRecords) are emitted once, when the invocation ends.
 """
 
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -33,7 +41,8 @@ def services() -> Services:
 
 
 class Wakeups:
-    """Wakes each queue at most once per invocation; a failed publish is retried by the next record."""
+    """Wakes each queue at most once per invocation; a failed publish raises PublishError and leaves the
+    queue un-woken, so its record fails and is retried."""
 
     def __init__(self, svc: Services, reason: str) -> None:
         self._svc = svc
@@ -49,23 +58,75 @@ class Wakeups:
         logger.info("worker woken", extra={"queue": queue, "reason": self._reason})
 
 
+class NotProcessed(Exception):
+    """An earlier record of the batch failed: this one is left, unprocessed, to the retry that starts there."""
+
+
 def handle_stream(event: dict[str, Any], context: LambdaContext, svc: Services) -> dict[str, Any]:
     wakeups = Wakeups(svc, "stream")
+    counts: Counter[tuple[str, str]] = Counter()  # (metric, queue) -> count, emitted when the batch is done
+    first_failure: list[str] = []
 
     def record_handler(record: DynamoDBRecord) -> None:
-        change = classify(
+        if first_failure:
+            raise NotProcessed(f"not processed: record {first_failure[0]}, earlier in the batch, failed; "
+                               "the stream retries from there")
+        try:
+            change = classify(*_read(record))
+            if change.kind is ChangeKind.SHED:
+                counts["TasksShed", change.queue or "unknown"] += 1
+                logger.info("task shed by TTL before it was claimed", extra={"task_id": change.task_id, "queue": change.queue})
+            elif change.kind in (ChangeKind.CREATED, ChangeKind.AGENT_QUEUED) and change.queue:
+                wakeups.wake(change.queue)
+        except InvalidTaskInput as exc:
+            # It can never succeed: retrying it would only hold up its shard. Logged and counted, not failed.
+            queue = _queue_of(record, svc)
+            counts["MalformedRecords", queue] += 1
+            logger.error(
+                "stream record can never be processed: skipped",
+                extra={"reason": str(exc), "event_id": record.event_id, "queue": queue,
+                       "sequence_number": record.dynamodb.sequence_number if record.dynamodb else None},
+            )
+        except Exception:
+            first_failure.append(str(record.event_id or (record.dynamodb.sequence_number if record.dynamodb else "?")))
+            raise
+
+    result = process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    if first_failure:
+        logger.warning(
+            "stream batch stopped at a failed record; it and the records after it are retried",
+            extra={"event_id": first_failure[0], "failed_records": len(result.get("batchItemFailures") or [])},
+        )
+    # Only now, with the batch's outcome decided: a batch retried after a crash or timeout counts nothing twice.
+    for (metric, queue), value in sorted(counts.items()):
+        _count(metric, queue, value)
+    return result
+
+
+def _read(record: DynamoDBRecord) -> tuple[str, Any, Any, Any]:
+    """What classify needs: event name, user identity, new and old image (deserialized). A record that
+    cannot be read (an unknown event name, an attribute value of no DynamoDB type, a number that is not
+    one) is malformed: reading it again will not go better."""
+    try:
+        return (
             record.event_name.name if record.event_name else "",
             record.user_identity,
             record.dynamodb.new_image if record.dynamodb else None,
             record.dynamodb.old_image if record.dynamodb else None,
         )
-        if change.kind is ChangeKind.SHED:
-            _count("TasksShed", change.queue)
-            logger.info("task shed by TTL before it was claimed", extra={"task_id": change.task_id, "queue": change.queue})
-        elif change.kind in (ChangeKind.CREATED, ChangeKind.AGENT_QUEUED) and change.queue:
-            wakeups.wake(change.queue)
+    except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
+        raise InvalidTaskInput(f"record cannot be read: {type(exc).__name__}: {exc}") from None
 
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+
+def _queue_of(record: DynamoDBRecord, svc: Services) -> str:
+    """The configured queue a record names, read from the raw images; "unknown" if it names none."""
+    raw = record.raw_event.get("dynamodb") or {}
+    for image in (raw.get("NewImage"), raw.get("OldImage")):
+        value = (image or {}).get("queue")
+        queue = value.get("S") if isinstance(value, dict) else None
+        if isinstance(queue, str) and queue in svc.settings.queue_orders:
+            return queue
+    return "unknown"
 
 
 def handle_tail_calls(event: dict[str, Any], svc: Services) -> dict[str, Any]:
@@ -77,7 +138,8 @@ def handle_tail_calls(event: dict[str, Any], svc: Services) -> dict[str, Any]:
 
 def handle_safety_net(svc: Services) -> dict[str, Any]:
     """Recover expired leases (a crashed worker's tasks go back to PENDING, or to FAILURE when their attempts
-    are used up), then wake every queue that has claimable tasks, so no lost wake-up strands work."""
+    are used up), then wake every queue that has claimable tasks, so no lost wake-up strands work. Looking
+    for claimable tasks sheds the expired entries it meets (counted as TasksShed)."""
     wakeups = Wakeups(svc, "safety-net")
     errors: list[str] = []
     for queue in svc.settings.queue_orders:
@@ -91,6 +153,11 @@ def handle_safety_net(svc: Services) -> dict[str, Any]:
                 wakeups.wake(queue)
         except TaskQueueError as exc:
             errors.append(f"{queue}: {exc}")
+        finally:
+            # Expired entries the check met were shed (PENDING -> SHED): count them here, once.
+            shed = svc.store.drain_shed().get(queue, 0)
+            if shed:
+                _count("TasksShed", queue, shed)
     if errors:
         raise TaskQueueError("safety net could not wake every queue: " + "; ".join(errors))
     return {"woken": wakeups.woken}

@@ -19,8 +19,11 @@ def create(engine, **request):
 
 def test_every_created_task_ends_success_failure_or_shed(start_engine):
     engine = start_engine({"FakeRunnerFailureRate": 0.4, "MaxAttempts": 2})
-    ids = create(engine, count=15) + create(engine, count=5, ttlSeconds=1, delaySeconds=30)
-    assert engine.wait_for(lambda: settled(engine) and engine.observer.counts()["created"] == 20, timeout=60), \
+    ids = create(engine, count=15)
+    # Tasks that would fall due only after their ttl could never run: refused, nothing written.
+    refused = engine.invoke("CreateTasksFunction", {"queue": "work", "count": 5, "ttlSeconds": 1, "delaySeconds": 30})
+    assert not refused.ok and "must be less than ttlSeconds" in refused.error["errorMessage"]
+    assert engine.wait_for(lambda: settled(engine) and engine.observer.counts()["created"] == 15, timeout=60), \
         engine.observer.counts()
 
     items = table_items(engine)
@@ -31,9 +34,7 @@ def test_every_created_task_ends_success_failure_or_shed(start_engine):
             assert task_id not in items  # deleted by the TTL sweeper
         else:
             assert items[task_id]["taskStatus"]["S"] == outcome
-    # The delayed short-lived tasks could never be claimed: they are shed, never run.
-    assert all(outcomes[t] == "SHED" for t in ids[15:])
-    assert all(outcomes[t] in ("SUCCESS", "FAILURE") for t in ids[:15])
+    assert all(outcomes[t] in ("SUCCESS", "FAILURE") for t in ids)
 
 
 def test_overload_serves_newest_first_and_sheds_expired_tasks(start_engine):
@@ -63,9 +64,11 @@ def test_overload_serves_newest_first_and_sheds_expired_tasks(start_engine):
     # Fresh work served: claimed tasks were young, compared with the tasks that were shed.
     shed_ages = [age for _, _, age in obs.sheds]
     assert statistics.median(c["age_ms"] for c in obs.claims) < 0.5 * statistics.median(shed_ages)
-    # Trigger saw every INSERT and every TTL REMOVE (its FilterCriteria), marked with the TTL identity.
+    # Trigger saw every INSERT and every TTL REMOVE of a PENDING task (its FilterCriteria), marked with the TTL
+    # identity; the TTL deletion of a task already shed by a reader (status SHED) is cleanup and not passed on.
     mapping = queue_stream_mapping(engine)
-    assert mapping.stats["records_delivered"] >= counts["created"] + counts["shed"]
+    shed_by_ttl = sum(1 for track in obs.tasks.values() if track.removed == "shed")
+    assert mapping.stats["records_delivered"] >= counts["created"] + shed_by_ttl
 
 
 def test_tail_calls_keep_processing_past_one_invocation_budget(start_engine):

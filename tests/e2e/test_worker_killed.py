@@ -9,6 +9,7 @@ on what actually ran, not on what the table says.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,16 @@ def with_crash_layer(tmp_path: Path):
             "  QueueTable:\n",
             1,
         )
+        # A 2 s lease, so recovery is seen within seconds: the template refuses a lease shorter than the
+        # workers' 180 s timeout, so the copy lowers that floor (the crash ends the invocation at once).
+        text, lowered = re.subn(r"(\n  LeaseSeconds:\n(?:    .*\n)*?    MinValue: )\d+", r"\g<1>1", text, count=1)
+        assert lowered == 1
+        # ... and ProcessTasks' Timeout to that lease: a worker refuses a lease shorter than an invocation can
+        # hold a task (its remaining time).
+        text, shortened = re.subn(
+            r"(      CodeUri: functions/process_tasks/\n(?:      .*\n)*?      Timeout: )\d+", r"\g<1>2", text, count=1
+        )
+        assert shortened == 1
         return text.replace(
             "      CodeUri: functions/process_tasks/\n",
             "      CodeUri: functions/process_tasks/\n      Layers:\n        - !Ref CrashLayer\n",

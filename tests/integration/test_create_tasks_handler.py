@@ -3,8 +3,11 @@
 import pytest
 
 from taskqueue.errors import InvalidTaskInput
+from taskqueue.services import Services
 from taskqueue.states import TaskStatus
+from taskqueue.store import StoreError, TaskStore
 from tests.conftest import TABLE
+from tests.faults import FaultyClient
 from tests.support import load_event, load_function
 
 app = load_function("create_tasks")
@@ -49,3 +52,27 @@ def test_bad_input_raises_a_clear_error_and_writes_nothing(services, dynamodb, e
     with pytest.raises(InvalidTaskInput):
         app.handle(event, services)
     assert all_items(dynamodb) == []
+
+
+def test_lambdas_retry_after_a_partial_batch_write_creates_no_duplicates(services, dynamodb, settings, clock):
+    client = FaultyClient(dynamodb)
+    svc = Services(settings, TaskStore(client, settings, clock), services.notifier, clock)
+    client.fail("batch_write_item", "", "ThrottlingException")  # the second batch of 25 is throttled past retries
+    with pytest.raises(StoreError):
+        app.handle({"queue": "work", "count": 60}, svc, "request-7")
+    assert len(all_items(dynamodb)) == 25
+    retried = app.handle({"queue": "work", "count": 60}, svc, "request-7")  # Lambda's retry: same request id
+    assert (retried["created"], retried["alreadyExisted"]) == (35, 25)
+    assert len(all_items(dynamodb)) == 60
+    again = app.handle({"queue": "work", "count": 60}, svc, "request-7")
+    assert (again["created"], again["taskIds"]) == (0, retried["taskIds"])
+    other = app.handle({"queue": "work", "count": 60}, svc, "request-8")  # another invocation: new tasks
+    assert other["created"] == 60 and set(other["taskIds"]).isdisjoint(retried["taskIds"])
+
+
+def test_a_retry_never_resets_a_task_a_worker_already_took(services, dynamodb, clock):
+    first = app.handle({"queue": "work", "count": 3}, services, "request-9")
+    taken = services.store.claim(services.store.candidates("work", 1)[0], "worker-1")
+    app.handle({"queue": "work", "count": 3}, services, "request-9")
+    assert services.store.get(taken.task_id).status is TaskStatus.TAKEN
+    assert len(all_items(dynamodb)) == 3 and taken.task_id in first["taskIds"]

@@ -1,5 +1,6 @@
-"""The Matcher handler against moto: agent events, SNS wake-ups, FIFO matching, no busy loop, tail calls,
-metrics; and Trigger waking queue "calls" on an agent-table stream record."""
+"""The Matcher handler against moto: SNS wake-ups, FIFO matching, no busy loop, tail calls, metrics, agent
+events refused (they go to AgentEvents: tests/integration/test_agent_events_handler.py); and Trigger waking
+queue "calls" on an agent-table stream record."""
 
 import json
 from typing import Any
@@ -9,12 +10,13 @@ import pytest
 from taskqueue.errors import InvalidTaskInput
 from taskqueue.keys import Order
 from taskqueue.matcher import MatcherServices
-from taskqueue.matching import MatchSettings, ProfileTooLarge
+from taskqueue.matching import MatchSettings
 from taskqueue.states import TaskStatus
-from tests.agent_support import AGENT_TABLE, agent_table, create_calls  # noqa: F401 (fixture)
+from tests.agent_support import AGENT_TABLE, agent_table, all_items, create_calls  # noqa: F401 (fixture)
 from tests.support import LambdaContextStub, load_event, load_function
 
 app = load_function("matcher")
+agent_events = load_function("agent_events")
 trigger = load_function("trigger")
 
 
@@ -34,7 +36,7 @@ def invoke(module: Any, event: dict[str, Any], svc: Any, request_id: str = "req-
 
 def available(svc, agent_id: str, languages=("en",), genders=("f",)) -> dict[str, Any]:
     event = {"action": "agentAvailable", "agent": {"agentId": agent_id, "attributes": {"language": list(languages), "gender": list(genders)}}}
-    return invoke(app, event, svc)
+    return invoke(agent_events, event, svc)
 
 
 def wake(svc, request_id: str = "req-1") -> dict[str, Any]:
@@ -53,16 +55,6 @@ def metrics_of(capsys) -> dict[str, float]:
                 value = blob[metric["Name"]]
                 totals[metric["Name"]] = totals.get(metric["Name"], 0) + (sum(value) if isinstance(value, list) else value)
     return totals
-
-
-def test_event_files_drive_the_agent_lifecycle(msvc):
-    assert invoke(app, load_event("matcher-agent-available.json"), msvc) == {
-        "action": "agentAvailable", "agentId": "agent-0042", "outcome": "queued"}
-    assert invoke(app, load_event("matcher-agent-available.json"), msvc)["outcome"] == "already-queued"
-    assert invoke(app, load_event("matcher-queue-depth.json"), msvc) == {"queueKey": "Q#gender=f#language=fr", "depth": 1}
-    assert invoke(app, load_event("matcher-call-ended.json"), msvc)["outcome"] == "already-queued"
-    assert invoke(app, load_event("matcher-agent-offline.json"), msvc)["outcome"] == "offline"
-    assert invoke(app, load_event("matcher-queue-depth.json"), msvc)["depth"] == 0
 
 
 def test_sns_wake_matches_calls_oldest_first_with_the_longest_waiting_agent(msvc, store, clock, topics, capsys):
@@ -110,13 +102,17 @@ def test_a_call_without_a_match_does_not_block_a_later_call_that_matches(msvc, s
     assert {store.get(c).status for c in blocked} == {TaskStatus.PENDING}
 
 
-def test_an_impatient_caller_is_shed_not_matched(msvc, store, clock):
+def test_an_impatient_caller_is_shed_not_matched(msvc, store, clock, capsys):
     shed = create_calls(store, clock.now_ms(), {"language": "fr"}, ttl=5)[0]
     clock.advance(10)
     available(msvc, "ana", ["fr"])
     report = wake(msvc)
     assert report["matched"] == 0 and report["stopped_by"] == "empty"
-    assert store.get(shed).status is TaskStatus.PENDING  # never claimed; DynamoDB TTL deletes it
+    hung_up = store.get(shed)
+    # Never claimed: the matcher met it past its ttl and shed it (counted once), before DynamoDB's TTL did.
+    assert hung_up.status is TaskStatus.SHED and hung_up.attempts == 0 and hung_up.lease_owner is None
+    assert report["shed"] == 1
+    assert metrics_of(capsys)["TasksShed"] == 1
 
 
 def test_lifo_option_serves_the_most_recently_available_agent(services, agent_table, store, clock):
@@ -151,24 +147,12 @@ def test_direct_wake_for_another_queue_is_refused(msvc):
         invoke(app, {"queue": "work"}, msvc)
 
 
-@pytest.mark.parametrize(
-    "event, error",
-    [
-        ({"action": "dance"}, "unknown action"),
-        ({"action": "agentOffline"}, "agentId"),
-        ({"action": "callEnded", "agentId": "a", "callId": 7}, "callId"),
-        ({"action": "agentAvailable", "agent": {"agentId": "a", "attributes": {"language": [f"l{i}" for i in range(30)], "gender": ["f", "m", "x"]}}}, "limit of 100"),
-    ],
-)
-def test_bad_agent_events_are_refused_with_the_reason(msvc, event, error):
-    with pytest.raises(InvalidTaskInput, match=error):
+@pytest.mark.parametrize("name", ["agent-available", "agent-offline", "call-ended", "queue-depth"])
+def test_agent_events_sent_to_the_matcher_are_refused_naming_the_agent_events_function(msvc, agent_table, name):
+    event = load_event(f"agent_events-{name}.json")
+    with pytest.raises(InvalidTaskInput, match=r"agent events .*go to the AgentEvents function \(AgentEventsFunction"):
         invoke(app, event, msvc)
-
-
-def test_oversized_profile_error_names_the_limit_and_count(msvc):
-    event = {"action": "agentAvailable", "agent": {"agentId": "a", "attributes": {"language": [f"l{i}" for i in range(30)], "gender": ["f", "m", "x"]}}}
-    with pytest.raises(ProfileTooLarge, match=r"124 attribute combinations.*126 items.*limit of 100"):
-        invoke(app, event, msvc)
+    assert all_items(agent_table) == []  # refused before anything was written
 
 
 def test_trigger_wakes_calls_when_an_agent_entry_is_inserted(services, topics):
@@ -177,11 +161,13 @@ def test_trigger_wakes_calls_when_an_agent_entry_is_inserted(services, topics):
     assert topics.wakeups() == ["calls"]
 
 
-def test_trigger_reports_an_agent_entry_without_its_queue(services, topics):
+def test_trigger_counts_an_agent_entry_without_its_queue_as_malformed_not_a_failure(services, topics, capsys):
     event = load_event("trigger-stream-agent-entry.json")
     del event["Records"][0]["dynamodb"]["NewImage"]["queue"]
     result = invoke(trigger, event, services)
-    assert result == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["dynamodb"]["SequenceNumber"]}]}
+    # It can never succeed: logged and counted, not failed (a failure would block the shard through retries).
+    assert result == {"batchItemFailures": []}
+    assert metrics_of(capsys).get("MalformedRecords") == 1
     assert topics.wakeups() == []
 
 

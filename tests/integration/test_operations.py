@@ -32,14 +32,19 @@ def take(store, queue="work", owner="worker-1"):
 
 def in_state(store, clock, status: TaskStatus, **body) -> str:
     """A task brought to ``status`` through the real transitions."""
-    task_id = one(store, clock, **body)
+    task_id = one(store, clock, **({"ttlSeconds": 1, **body} if status is TaskStatus.SHED else body))
     if status is TaskStatus.PENDING:
+        return task_id
+    if status is TaskStatus.SHED:
+        clock.advance(2)  # past its ttl: the next reader that meets it sheds it
+        store.candidates(body.get("queue", "work"), 100)
+        assert store.get(task_id).status is TaskStatus.SHED
         return task_id
     if status is TaskStatus.CANCELLED:
         store.cancel(task_id)
         return task_id
     queue = body.get("queue", "work")
-    candidate = next(c for c in store.candidates(queue, 100) if c.task_id == task_id)
+    candidate = next(c for c in store.candidates(queue, 100, shed=False) if c.task_id == task_id)
     task = store.claim(candidate, "worker-1")
     if status is TaskStatus.SUCCESS:
         assert store.complete(task, "worker-1")
@@ -103,7 +108,7 @@ def test_cancel_leaves_the_ready_index_and_enters_the_cancelled_partition(store,
     clock.advance(5)
     cancelled = store.cancel(task_id)
     assert cancelled.status is TaskStatus.CANCELLED
-    assert cancelled.ttl == clock.now_ms() // 1000 + store.settings.retention_seconds
+    assert cancelled.delete_at == clock.now_ms() // 1000 + store.settings.retention_seconds
     item = raw(dynamodb, store, task_id)
     assert "readyKey" not in item and "readySort" not in item and "notBefore" not in item
     assert item["statusKey"]["S"] == "work#CANCELLED#0" and item["statusSort"]["N"] == str(clock.now_ms())

@@ -57,10 +57,16 @@ def test_expired_task_is_never_claimed_even_before_ttl_deletes_it(store, clock):
     task = create(store, clock, ttlSeconds=10)[0]
     candidate = store.candidates("work", 10)[0]
     clock.advance(11)
-    assert store.candidates("work", 10) == []
+    assert store.candidates("work", 10, shed=False) == []
     # Even a worker holding a stale candidate is refused by the claim's condition.
     assert store.claim(candidate, "worker-1") is None
     assert store.get(task.task_id).status is TaskStatus.PENDING
+    # A reader that sheds meets it and takes it out of the queue for good, counted once.
+    assert store.candidates("work", 10) == []
+    assert store.get(task.task_id).status is TaskStatus.SHED
+    assert store.claim(candidate, "worker-1") is None
+    assert store.drain_shed() == {"work": 1}
+    assert store.candidates("work", 10) == [] and store.drain_shed() == {}
 
 
 def test_delayed_task_is_not_claimable_before_its_time(store, clock):
@@ -111,7 +117,7 @@ def test_finished_tasks_get_retention_ttl_in_seconds(store, clock):
     create(store, clock, ttlSeconds=60)
     task = store.claim(store.candidates("work", 1)[0], "worker-1")
     store.complete(task, "worker-1")
-    assert store.get(task.task_id).ttl == clock.now_ms() // 1000 + store.settings.retention_seconds
+    assert store.get(task.task_id).delete_at == clock.now_ms() // 1000 + store.settings.retention_seconds
 
 
 def test_release_keeps_the_tasks_place_and_sets_not_before(store, clock):

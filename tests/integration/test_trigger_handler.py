@@ -42,6 +42,72 @@ def emitted_metrics(capsys) -> dict[str, float]:
     return totals
 
 
+def emitted(output: str) -> list[tuple[str, dict[str, str], float]]:
+    """(metric, dimensions, value) of every EMF metric in ``output`` (Powertools prints EMF as JSON lines)."""
+    found = []
+    for line in output.splitlines():
+        try:
+            blob = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(blob, dict) or "_aws" not in blob:
+            continue
+        for definition in blob["_aws"]["CloudWatchMetrics"]:
+            dims = {d: blob[d] for group in definition["Dimensions"] for d in group}
+            for metric in definition["Metrics"]:
+                value = blob[metric["Name"]]
+                found.append((metric["Name"], dims, sum(value) if isinstance(value, list) else value))
+    return found
+
+
+def total(output: str, metric: str, **dims: str) -> float:
+    return sum(v for name, d, v in emitted(output) if name == metric and all(d.get(k) == x for k, x in dims.items()))
+
+
+def stream_record(name: str, index: int, sequence: str, **changes: Any) -> dict[str, Any]:
+    """Record ``index`` of events/<name> with a new sequence number and event id, its image fields changed."""
+    record = json.loads(json.dumps(load_event(name)["Records"][index]))
+    record["dynamodb"]["SequenceNumber"] = sequence
+    record["eventID"] = f"event-{sequence}"
+    image = record["dynamodb"].get("NewImage") or record["dynamodb"]["OldImage"]
+    for field, value in changes.items():
+        image[field] = {"S": value}
+    return record
+
+
+def insert(sequence: str, **changes: Any) -> dict[str, Any]:
+    return stream_record("trigger-stream-insert.json", 0, sequence, **changes)
+
+
+def shed(sequence: str, **changes: Any) -> dict[str, Any]:
+    return stream_record("trigger-stream-ttl-remove.json", 0, sequence, **changes)
+
+
+def unreadable(record: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+    """``record`` with a value Lambda's deserializer cannot read (an image attribute, or the event name)."""
+    if field == "eventName":
+        record["eventName"] = value
+    else:
+        record["dynamodb"]["NewImage"][field] = value
+    return record
+
+
+class SnsDownFor:
+    """SNS that refuses wake-ups for some queues while ``down``, and passes the rest to moto."""
+
+    def __init__(self, queues: set[str]) -> None:
+        self.real = boto3.client("sns")
+        self.queues = queues
+        self.down = True
+        self.refused = 0
+
+    def publish(self, **kwargs: Any) -> Any:
+        if self.down and kwargs["MessageAttributes"]["queue"]["StringValue"] in self.queues:
+            self.refused += 1
+            raise ClientError({"Error": {"Code": "Throttling", "Message": "Rate exceeded"}}, "Publish")
+        return self.real.publish(**kwargs)
+
+
 def test_stream_batch_wakes_each_queue_once(services, topics):
     event = load_event("trigger-stream-insert.json")
     calls = json.loads(json.dumps(event["Records"][0]))
@@ -60,12 +126,70 @@ def test_ttl_removal_of_a_pending_task_counts_as_shed_and_wakes_nobody(services,
     assert topics.wakeups() == []
 
 
-def test_malformed_record_is_reported_and_good_records_still_wake(services, topics):
+def test_a_malformed_record_is_logged_and_counted_and_does_not_block_the_shard(services, topics, capsys, caplog):
+    """A record that can never succeed is not a batch item failure (the stream would retry it 5 times and
+    block the shard): it is logged with its eventID and reason and counted as MalformedRecords."""
     event = load_event("trigger-stream-malformed.json")
+    event["Records"][2]["dynamodb"]["NewImage"]["queue"]["S"] = "calls"  # both good records must wake their queue
+    bad = event["Records"][1]
+    capsys.readouterr()
     result = run(event, services)
-    bad_sequence = event["Records"][1]["dynamodb"]["SequenceNumber"]
-    assert result == {"batchItemFailures": [{"itemIdentifier": bad_sequence}]}
+    out = capsys.readouterr().out
+    assert result == {"batchItemFailures": []}
+    assert sorted(topics.wakeups()) == ["calls", "work"]
+    assert [(n, d["queue"], v) for n, d, v in emitted(out) if n == "MalformedRecords"] == [("MalformedRecords", "unknown", 1)]
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1, [r.getMessage() for r in errors]
+    assert errors[0].event_id == bad["eventID"]
+    assert "missing queue, taskStatus" in errors[0].reason
+
+
+@pytest.mark.parametrize(
+    ("record", "queue"),
+    [
+        (insert("2", queue=""), "unknown"),
+        (insert("2", taskStatus="WAITING"), "work"),
+        (shed("2", taskStatus="NOT-A-STATE"), "work"),
+        (insert("2", queue="not-configured"), "unknown"),
+        (unreadable(insert("2"), "priority", {"N": "not-a-number"}), "work"),
+        (unreadable(insert("2"), "priority", {"XS": "no such type"}), "work"),
+        (unreadable(insert("2"), "eventName", "UPSERT"), "work"),
+    ],
+)
+def test_records_that_can_never_succeed_are_counted_per_queue_not_retried(services, topics, capsys, record, queue):
+    capsys.readouterr()
+    result = run({"Records": [insert("1"), record, insert("3", queue="calls")]}, services)
+    out = capsys.readouterr().out
+    assert result == {"batchItemFailures": []}
+    assert sorted(topics.wakeups()) == ["calls", "work"]
+    assert [(n, d["queue"], v) for n, d, v in emitted(out) if n == "MalformedRecords"] == [("MalformedRecords", queue, 1)]
+    assert total(out, "TasksShed") == 0
+
+
+def test_after_a_failed_record_no_later_record_takes_effect_and_a_retried_shed_counts_once(services, topics, capsys):
+    """Publish fails for record 2 of 4; records 3-4 are TTL sheds. The stream retries from record 2, so 3-4
+    must not take effect now (they are reported failed too) and count exactly once when re-delivered."""
+    sns = SnsDownFor({"calls"})
+    flaky = Services(services.settings, services.store, Notifier(sns, services.settings), services.clock)
+    batch = [insert("1"), insert("2", queue="calls"), shed("3"), shed("4", queue="calls")]
+    capsys.readouterr()
+
+    first = run({"Records": batch}, flaky)
+    out = capsys.readouterr().out
+    assert first == {"batchItemFailures": [{"itemIdentifier": s} for s in ("2", "3", "4")]}
+    assert sns.refused == 1
     assert topics.wakeups() == ["work"]
+    shed_first = total(out, "TasksShed")
+
+    # The event source mapping re-delivers from the first failed record; SNS is back.
+    sns.down = False
+    again = run({"Records": batch[1:]}, flaky)
+    out = capsys.readouterr().out
+    assert again == {"batchItemFailures": []}
+    assert topics.wakeups() == ["calls"]
+    assert shed_first + total(out, "TasksShed") == 2
+    assert total(out, "TasksShed", queue="work") == 1 and total(out, "TasksShed", queue="calls") == 1
+    assert total(out, "MalformedRecords") == 0
 
 
 def test_failed_publish_is_reported_as_batch_item_failure(services, topics):
@@ -95,6 +219,23 @@ def test_safety_net_wakes_only_queues_with_claimable_tasks(services, topics, clo
     assert topics.wakeups() == ["calls"]
 
 
+def test_safety_net_sheds_expired_entries_hiding_live_work_and_counts_them_once(services, topics, clock, capsys):
+    expired = new_tasks(parse_create_request({"queue": "calls", "count": 30, "ttlSeconds": 5}, services.settings),
+                        clock.now_ms(), services.settings)
+    services.store.put_tasks(expired)
+    clock.advance(1)
+    live = new_tasks(parse_create_request({"queue": "calls"}, services.settings), clock.now_ms(), services.settings)
+    services.store.put_tasks(live)
+    clock.advance(10)  # DynamoDB's TTL has not deleted the 30 expired calls: they sit at the FIFO head
+    capsys.readouterr()
+    assert run(load_event("trigger-safety-net.json"), services) == {"woken": ["calls"]}
+    shed = [(v, d) for name, d, v in emitted(capsys.readouterr().out) if name == "TasksShed"]
+    assert shed == [(30, {"service": "taskqueue", "queue": "calls"})]
+    assert {services.store.get(t.task_id).status.value for t in expired} == {"SHED"}
+    assert run(load_event("trigger-safety-net.json"), services) == {"woken": ["calls"]}
+    assert [n for n, _, _ in emitted(capsys.readouterr().out)].count("TasksShed") == 0  # counted once
+
+
 def test_unknown_event_is_refused_with_what_it_accepts(services):
     with pytest.raises(Exception, match="stream batch, an SNS notification or a scheduled event"):
         run({"hello": "world"}, services)
@@ -114,3 +255,25 @@ def test_stream_records_from_moto_shape_are_handled(services, topics, dynamodb, 
         record["dynamodb"]["ApproximateCreationDateTime"] = int(record["dynamodb"]["ApproximateCreationDateTime"].timestamp())
     assert run({"Records": records}, services) == {"batchItemFailures": []}
     assert topics.wakeups() == ["work"]
+
+
+def test_an_invocation_that_dies_after_its_batch_counts_no_shed_and_its_retry_counts_each_once(services, topics, capsys, monkeypatch):
+    """The stream retries a whole batch whose invocation failed (a timeout, a crash after the records were
+    handled): a shed counted before the failure would be counted again by the retry."""
+    real = app.process_partial_response
+
+    def dies_after_the_batch(**kwargs):
+        real(**kwargs)
+        raise TimeoutError("Task timed out")
+
+    batch = [shed("1"), shed("2", queue="calls"), insert("3")]
+    capsys.readouterr()
+    monkeypatch.setattr(app, "process_partial_response", dies_after_the_batch)
+    with pytest.raises(TimeoutError):
+        run({"Records": batch}, services)
+    assert total(capsys.readouterr().out, "TasksShed") == 0
+
+    monkeypatch.setattr(app, "process_partial_response", real)
+    assert run({"Records": batch}, services) == {"batchItemFailures": []}
+    out = capsys.readouterr().out
+    assert total(out, "TasksShed", queue="work") == 1 and total(out, "TasksShed", queue="calls") == 1

@@ -5,22 +5,38 @@ from __future__ import annotations
 import pytest
 
 from local.patterns import PatternError, matches, matches_any, sns_policy_matches
+from tests.support import template
 
 INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"queue": {"S": "work"}, "priority": {"N": "9"}}}}
-TTL_REMOVE = {"eventName": "REMOVE", "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"}}
-USER_REMOVE = {"eventName": "REMOVE"}
-
-TEMPLATE_FILTERS = [
-    '{"eventName": ["INSERT"]}',
-    '{"eventName": ["REMOVE"], "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}}',
-]
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
 
-def test_the_templates_filters_pass_inserts_and_ttl_removes_only():
-    assert matches_any(TEMPLATE_FILTERS, INSERT)
-    assert matches_any(TEMPLATE_FILTERS, TTL_REMOVE)
-    assert not matches_any(TEMPLATE_FILTERS, USER_REMOVE)
-    assert not matches_any(TEMPLATE_FILTERS, {"eventName": "MODIFY"})
+def removal(status: str | None, identity: dict | None = TTL_IDENTITY) -> dict:
+    """A REMOVE record as Lambda delivers it: the deleted item's old image, the TTL identity if TTL deleted it."""
+    image = {"taskId": {"S": "t1"}, "queue": {"S": "work"}}
+    if status is not None:
+        image["taskStatus"] = {"S": status}
+    record: dict = {"eventName": "REMOVE", "dynamodb": {"Keys": {"taskId": {"S": "t1"}}, "OldImage": image}}
+    if identity:
+        record["userIdentity"] = identity
+    return record
+
+
+def template_filters() -> list[str]:
+    """The queue stream's FilterCriteria, read from template.yaml."""
+    stream = template()["Resources"]["TriggerFunction"]["Properties"]["Events"]["QueueStream"]["Properties"]
+    return [f["Pattern"] for f in stream["FilterCriteria"]["Filters"]]
+
+
+def test_the_templates_filters_pass_inserts_and_ttl_removes_of_pending_tasks_only():
+    filters = template_filters()
+    assert matches_any(filters, INSERT)
+    assert matches_any(filters, removal("PENDING"))  # shed: counted
+    for status in ("SUCCESS", "FAILURE", "CANCELLED", None):  # retention cleanup: nothing for Trigger to do
+        assert not matches_any(filters, removal(status)), status
+    assert not matches_any(filters, removal("PENDING", identity=None))  # a user's delete
+    assert not matches_any(filters, removal("PENDING", identity={"type": "User", "principalId": "me"}))
+    assert not matches_any(filters, {"eventName": "MODIFY"})
 
 
 def test_no_filters_pass_everything():

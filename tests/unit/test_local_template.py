@@ -75,7 +75,9 @@ def test_the_project_template_resolves_with_overrides_and_globals():
     assert process.environment["TASK_RUNNER"] == "taskqueue.runner:fake_legacy_system"  # function's own variables merged
     assert process.environment["POWERTOOLS_SERVICE_NAME"] == "taskqueue"
     assert process.reserved_concurrency == 1 and process.timeout == 180
-    assert process.max_retry_attempts == 1 and process.on_failure.endswith("FailedEventsQueue")
+    # Wake-ups expire after 5 minutes and are dropped, not parked in FailedEventsQueue (no destination).
+    for worker in (process, fns["MatcherFunction"]):
+        assert (worker.max_retry_attempts, worker.max_event_age_seconds, worker.on_failure) == (1, 300, None)
     assert process.layer_dirs == [REPO / "layers" / "taskqueue"]
     assert process.code_dir == REPO / "functions" / "process_tasks"
     assert fns["CreateTasksFunction"].events["Schedule"]["Properties"]["Input"] == '{"queue": "work", "count": 4}'

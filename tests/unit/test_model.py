@@ -38,6 +38,9 @@ def test_delay_sets_not_before():
         ({"priority": 1000}, "priority must be"),
         ({"ttlSeconds": 0}, "ttlSeconds must be"),
         ({"payload": [1]}, "payload must be a JSON object"),
+        ({"delaySeconds": 60, "ttlSeconds": 60}, r"delaySeconds \(60\) must be less than ttlSeconds \(60\)"),
+        ({"delaySeconds": 4000}, r"delaySeconds \(4000\) must be less than ttlSeconds \(3600\)"),
+        ({"payload": {"text": "\u00e9" * 140_000}}, "payload is 840011 bytes, over the limit of 262144 bytes"),
         ({"queue": "nope"}, "queue 'nope' is not configured"),
         ({"queue": "a#b"}, "queue name"),
         ({"colour": "red"}, "unknown field"),
@@ -72,9 +75,26 @@ def test_item_round_trip_and_index_membership(status, priority, attempts, payloa
     assert from_item(item) == task
     # Only PENDING tasks are in the ReadyIndex; SUCCESS tasks are in no index at all.
     assert ("readyKey" in item) == (status is TaskStatus.PENDING)
-    assert ("statusKey" in item) == (status not in (TaskStatus.PENDING, TaskStatus.SUCCESS))
+    assert ("statusKey" in item) == (status not in (TaskStatus.PENDING, TaskStatus.SUCCESS, TaskStatus.SHED))
 
 
 def test_from_item_rejects_a_non_task():
     with pytest.raises(InvalidTaskInput, match="item is not a task"):
         from_item({"taskId": {"S": "x"}})
+
+
+def test_ids_derived_from_a_request_id_are_stable_and_distinct():
+    request = parse_create_request({"count": 3}, SETTINGS)
+    first = [t.task_id for t in new_tasks(request, NOW_MS, SETTINGS, "req-1")]
+    assert first == [t.task_id for t in new_tasks(request, NOW_MS + 5000, SETTINGS, "req-1")]
+    assert len(set(first)) == 3
+    assert set(first).isdisjoint(t.task_id for t in new_tasks(request, NOW_MS, SETTINGS, "req-2"))
+    assert set(first).isdisjoint(t.task_id for t in new_tasks(request, NOW_MS, SETTINGS))
+
+
+def test_a_delayed_task_waits_in_the_delayed_partition_sorted_by_due_time():
+    task = new_tasks(parse_create_request({"delaySeconds": 30, "priority": 7}, SETTINGS), NOW_MS, SETTINGS)[0]
+    item = to_item(task, Order.LIFO)
+    assert item["readyKey"]["S"] == "work#0#delayed"
+    assert item["readySort"]["S"].startswith(f"{NOW_MS + 30_000:015d}#007#")
+    assert item["deleteAt"] == item["ttl"]  # while it waits, DynamoDB may delete it at its shed deadline

@@ -55,6 +55,50 @@ def test_alarms_watch_dead_letters_shedding_and_trigger_errors():
     assert RES["AlarmTopic"]["Condition"] == "HasAlarmEmail"
 
 
+def lambda_errors_watched(alarm: dict) -> set[str]:
+    """Functions (logical ids) whose AWS/Lambda Errors an alarm watches, alone or inside metric math."""
+    props = alarm["Properties"]
+    stats = [props] if "MetricName" in props else [m["MetricStat"]["Metric"] for m in props.get("Metrics", []) if "MetricStat" in m]
+    watched = set()
+    for stat in stats:
+        if stat.get("Namespace") == "AWS/Lambda" and stat.get("MetricName") == "Errors":
+            for dim in stat["Dimensions"]:
+                if dim["Name"] == "FunctionName":
+                    watched.add(dim["Value"]["Ref"])
+    return watched
+
+
+def test_a_failing_worker_raises_an_alarm():
+    """Failed worker wake-ups are dropped after their retry (no dead-letter queue): an alarm must see them."""
+    alarms = {name: r for name, r in RES.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    watched = {name: lambda_errors_watched(alarm) for name, alarm in alarms.items()}
+    for function in ("ProcessTasksFunction", "MatcherFunction"):
+        names = [name for name, functions in watched.items() if function in functions]
+        assert names, f"no alarm watches the Errors of {function}"
+        for name in names:
+            props = alarms[name]["Properties"]
+            assert props["Threshold"] == 0 and props["ComparisonOperator"] == "GreaterThanThreshold"
+            assert props["AlarmActions"] == {"Fn::If": ["HasAlarmEmail", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}
+    for name, functions in watched.items():
+        if len(functions) > 1:  # metric math: the one returned series adds them all up
+            metrics = alarms[name]["Properties"]["Metrics"]
+            assert [m["Id"] for m in metrics if m.get("ReturnData")] == [metrics[0]["Id"]]
+            ids = {m["Id"] for m in metrics[1:]}
+            assert all(i in metrics[0]["Expression"] for i in ids), metrics[0]["Expression"]
+
+
+def test_every_alarm_is_on_the_dashboards_alarm_widget():
+    body, variables = RES["QueueDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    shown = set()
+    for widget in dashboard_body()["widgets"]:
+        if widget["type"] == "alarm":
+            for placeholder in widget["properties"]["alarms"]:
+                variable = placeholder.removeprefix("placeholder-")
+                shown.add(variables[variable]["Fn::GetAtt"][0])
+    alarms = {name for name, r in RES.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    assert alarms == shown, f"missing from the alarm widget: {sorted(alarms - shown)}"
+
+
 def test_trigger_may_write_the_table_for_lease_recovery():
     policies = RES["TriggerFunction"]["Properties"]["Policies"]
     assert {"DynamoDBWritePolicy": {"TableName": {"Ref": "QueueTable"}}} in policies

@@ -48,3 +48,37 @@ def test_unknown_queue_lists_the_known_ones():
     s = Settings(queue_table_name="t")
     with pytest.raises(InvalidTaskInput, match="known queues: calls, work"):
         s.order_of("other")
+
+
+def test_the_bounds_of_every_number_live_in_one_table_that_from_env_applies():
+    from taskqueue.settings import BOUNDS
+
+    assert {"QUEUE_SHARDS", "DEFAULT_TTL_SECONDS", "RETENTION_SECONDS", "MAX_ATTEMPTS", "LEASE_SECONDS", "PAGE_SIZE",
+            "TIME_BUDGET_SECONDS", "RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "RUNNER_CAPACITY",
+            "FAKE_RUNNER_DURATION_SECONDS", "FAKE_RUNNER_FAILURE_RATE"} == set(BOUNDS)
+    for name, (low, high) in BOUNDS.items():
+        for accepted in (low, high):
+            Settings.from_env({"QUEUE_TABLE_NAME": "t", name: str(accepted)})
+        for refused in (low - 1, high + 1):
+            with pytest.raises(ConfigError, match=f"^{name}='{refused}' is not valid: must be a (whole )?number from {low} to {high}$"):
+                Settings.from_env({"QUEUE_TABLE_NAME": "t", name: str(refused)})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("QUEUE_SHARDS", "65", "must be a whole number from 1 to 64"),
+        ("DEFAULT_TTL_SECONDS", "0", "must be a whole number from 1 to 315360000"),
+        ("RETENTION_SECONDS", "0", "must be a whole number from 1 to 315360000"),
+        ("LEASE_SECONDS", "43201", "must be a whole number from 1 to 43200"),
+        ("TIME_BUDGET_SECONDS", "0", "must be a number from 0.01 to 900"),
+        ("RETRY_MAX_SECONDS", "43201", "must be a number from 0 to 43200"),
+        ("RUNNER_CAPACITY", "1001", "must be a whole number from 1 to 1000"),
+        ("FAKE_RUNNER_DURATION_SECONDS", "901", "must be a number from 0 to 900"),
+        ("FAKE_RUNNER_FAILURE_RATE", "2", "must be a number from 0 to 1"),
+    ],
+)
+def test_messages_are_unchanged(name, value, message):
+    with pytest.raises(ConfigError) as error:
+        Settings.from_env({"QUEUE_TABLE_NAME": "t", name: value})
+    assert str(error.value) == f"{name}={value!r} is not valid: {message}"

@@ -9,6 +9,7 @@ LEGAL = {
     ("PENDING", "TAKEN"), ("PENDING", "CANCELLED"), ("PENDING", "PENDING"),
     ("TAKEN", "SUCCESS"), ("TAKEN", "FAILURE"), ("TAKEN", "PENDING"),
     ("FAILURE", "PENDING"), ("CANCELLED", "PENDING"),
+    ("PENDING", "SHED"), ("TAKEN", "TAKEN"),
 }
 
 
@@ -22,7 +23,7 @@ def test_every_pair_is_allowed_exactly_when_the_lifecycle_says_so(source, target
 
 
 def test_refusal_names_both_states_and_the_allowed_targets():
-    with pytest.raises(InvalidTransition, match="from PENDING to SUCCESS.*CANCELLED, PENDING, TAKEN"):
+    with pytest.raises(InvalidTransition, match="from PENDING to SUCCESS.*CANCELLED, PENDING, SHED, TAKEN"):
         check_transition("PENDING", "SUCCESS")
 
 
@@ -35,3 +36,9 @@ def test_success_is_final():
 def test_unknown_state_is_refused():
     with pytest.raises(ValueError):
         check_transition("DONE", "PENDING")
+
+
+def test_shed_is_final():
+    assert ALLOWED_TRANSITIONS[TaskStatus.SHED] == frozenset()
+    with pytest.raises(InvalidTransition):
+        check_transition(TaskStatus.SHED, TaskStatus.PENDING)

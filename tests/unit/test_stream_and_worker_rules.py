@@ -37,6 +37,22 @@ def test_malformed_insert_is_an_error_naming_what_is_missing(new):
         classify("INSERT", None, new, None)
 
 
+@pytest.mark.parametrize(
+    ("event_name", "identity", "new", "old", "reason"),
+    [
+        ("INSERT", None, {"taskId": "t1", "queue": "", "taskStatus": "PENDING"}, None, "queue"),
+        ("INSERT", None, {"taskId": "t1", "queue": None, "taskStatus": "PENDING"}, None, "queue"),
+        ("INSERT", None, {"taskId": "t1", "queue": "work", "taskStatus": "WAITING"}, None, "WAITING"),
+        ("REMOVE", TTL_IDENTITY, None, {"taskId": "t1", "queue": "", "taskStatus": "PENDING"}, "queue"),
+        ("REMOVE", TTL_IDENTITY, None, {"taskId": "t1", "queue": "work", "taskStatus": "pending"}, "pending"),
+    ],
+)
+def test_a_task_image_with_an_empty_queue_or_no_state_is_malformed(event_name, identity, new, old, reason):
+    """Such a record can never succeed: it is refused as malformed, never mistaken for 'nothing to do'."""
+    with pytest.raises(InvalidTaskInput, match=reason):
+        classify(event_name, identity, new, old)
+
+
 @given(st.integers(1, 30), st.floats(0, 10), st.floats(0, 600), st.integers(0, 2**32))
 def test_backoff_stays_within_its_bounds(attempt, base, cap, seed):
     delay = backoff_ms(attempt, base, cap, random.Random(seed))

@@ -34,7 +34,8 @@ def test_table_stream_ttl_and_sparse_indexes():
     props = RES["QueueTable"]["Properties"]
     assert props["KeySchema"] == [{"AttributeName": "taskId", "KeyType": "HASH"}]
     assert props["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
-    assert props["TimeToLiveSpecification"] == {"AttributeName": "ttl", "Enabled": True}
+    # DynamoDB deletes by deleteAt, not by the shed deadline ttl (a running task must outlive its ttl).
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "deleteAt", "Enabled": True}
     assert props["BillingMode"] == "PAY_PER_REQUEST"
     assert props["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     indexes = {i["IndexName"]: i for i in props["GlobalSecondaryIndexes"]}
@@ -49,10 +50,13 @@ def test_trigger_stream_delivers_only_inserts_and_ttl_deletions():
     stream = events("TriggerFunction")["QueueStream"]["Properties"]
     patterns = [json.loads(f["Pattern"]) for f in stream["FilterCriteria"]["Filters"]]
     assert {"eventName": ["INSERT"]} in patterns
+    # Only TTL deletions of tasks still PENDING (shed) reach Trigger; retention cleanup of finished tasks does not.
     assert {
         "eventName": ["REMOVE"],
         "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]},
+        "dynamodb": {"OldImage": {"taskStatus": {"S": ["PENDING"]}}},
     } in patterns
+    assert len(patterns) == 2
     assert stream["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert stream["BatchSize"] == {"Ref": "TriggerBatchSize"}
     assert stream["MaximumBatchingWindowInSeconds"] == {"Ref": "TriggerBatchingWindowSeconds"}
@@ -93,10 +97,122 @@ def test_create_tasks_schedule_rate_and_state_are_parameters():
     assert TPL["Parameters"]["CreateTasksScheduleState"]["AllowedValues"] == ["ENABLED", "DISABLED"]
 
 
+def test_worker_wakeups_expire_and_do_not_fill_the_failed_events_queue():
+    """A wake-up carries only a queue name and the safety net re-wakes every queue each minute: a throttled
+    wake-up must expire within minutes, and is dropped, not parked beside real failures in FailedEventsQueue."""
+    for function in ("ProcessTasksFunction", "MatcherFunction"):
+        props = RES[function]["Properties"]
+        config = props["EventInvokeConfig"]
+        assert 60 <= config["MaximumEventAgeInSeconds"] <= 900, function
+        # One retry after a function error (Lambda waits about a minute) still falls inside the age.
+        assert config["MaximumRetryAttempts"] == 1, function
+        assert "DestinationConfig" not in config, function
+        assert not any("SQSSendMessagePolicy" in policy for policy in props["Policies"]), function
+    # Stream batches still end there (Trigger's event source mappings, which need the send permission).
+    trigger = RES["TriggerFunction"]["Properties"]
+    for name in ("QueueStream", "AgentStream"):
+        destination = trigger["Events"][name]["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]
+        assert destination == {"Fn::GetAtt": ["FailedEventsQueue", "Arn"]}
+    assert {"SQSSendMessagePolicy": {"QueueName": {"Fn::GetAtt": ["FailedEventsQueue", "QueueName"]}}} in trigger["Policies"]
+
+
+def refs_in(value) -> set[str]:
+    """Logical ids referenced anywhere in ``value`` (Ref and GetAtt, through Fn::If and lists)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, arg in value.items():
+            if key == "Ref" and isinstance(arg, str):
+                found.add(arg)
+            elif key == "Fn::GetAtt":
+                found.add(arg[0] if isinstance(arg, list) else arg.split(".", 1)[0])
+            else:
+                found |= refs_in(arg)
+    elif isinstance(value, list):
+        for item in value:
+            found |= refs_in(item)
+    return found
+
+
+def key_behind(key_id) -> tuple[str, dict]:
+    """Follow a KmsMasterKeyId to the AWS::KMS::Key of this template (through an alias if need be)."""
+    named = refs_in(key_id) & set(RES)
+    assert len(named) == 1, f"{key_id!r} does not name a key of this template"
+    (logical,) = named
+    resource = RES[logical]
+    if resource["Type"] == "AWS::KMS::Alias":
+        return key_behind(resource["Properties"]["TargetKeyId"])
+    assert resource["Type"] == "AWS::KMS::Key", (logical, resource["Type"])
+    return logical, resource
+
+
+def test_alarm_topics_are_encrypted_with_a_key_cloudwatch_may_use():
+    """CloudWatch cannot publish to a topic under the AWS-managed alias/aws/sns key: every topic an alarm
+    notifies must use a customer-managed key of this template whose policy lets cloudwatch.amazonaws.com
+    generate data keys and decrypt."""
+    alarms = {name: r for name, r in RES.items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    topics = set()
+    for name, alarm in alarms.items():
+        props = alarm["Properties"]
+        for actions in ("AlarmActions", "OKActions", "InsufficientDataActions"):
+            topics |= {t for t in refs_in(props.get(actions)) if RES.get(t, {}).get("Type") == "AWS::SNS::Topic"}
+    assert topics, "no alarm notifies a topic of this template"
+    for topic in sorted(topics):
+        key_id = RES[topic]["Properties"].get("KmsMasterKeyId")
+        assert key_id is not None, f"{topic} is not encrypted"
+        assert key_id != "alias/aws/sns", f"{topic} uses the AWS-managed key, which CloudWatch cannot use"
+        logical, key = key_behind(key_id)
+        assert key.get("Condition") == RES[topic].get("Condition"), (topic, logical)
+        props = key["Properties"]
+        assert props["EnableKeyRotation"] is True
+        statements = props["KeyPolicy"]["Statement"]
+        cloudwatch = [
+            s for s in statements
+            if s["Effect"] == "Allow" and (s.get("Principal") or {}).get("Service") in ("cloudwatch.amazonaws.com", ["cloudwatch.amazonaws.com"])
+        ]
+        assert cloudwatch, f"{logical}'s policy does not let CloudWatch use it"
+        actions = {a for s in cloudwatch for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+        assert {"kms:Decrypt", "kms:GenerateDataKey*"} <= actions, actions
+        assert "kms:*" not in actions
+        # The account keeps full administration of its key (else the key could become unmanageable).
+        admins = [s for s in statements if s["Effect"] == "Allow" and s["Action"] in ("kms:*", ["kms:*"])]
+        assert admins and all(":root" in json.dumps(s["Principal"]) for s in admins), admins
+
+
 def test_topics_encrypted_and_policies_scoped():
-    for topic in ("TriggerTopic", "ProcessTasksTopic"):
-        assert RES[topic]["Properties"]["KmsMasterKeyId"] == "alias/aws/sns"
-    for function in ("CreateTasksFunction", "TriggerFunction", "ProcessTasksFunction", "MatcherFunction"):
+    for topic, resource in RES.items():
+        if resource["Type"] == "AWS::SNS::Topic":
+            assert resource["Properties"].get("KmsMasterKeyId"), f"{topic} is not encrypted"
+    for function in ("CreateTasksFunction", "TriggerFunction", "ProcessTasksFunction", "MatcherFunction", "AgentEventsFunction"):
         for policy in RES[function]["Properties"]["Policies"]:
             (name, scope), = policy.items()
             assert "*" not in json.dumps(scope), f"{function} {name} is not scoped"
+
+
+def agent_table_actions(function: str) -> set[str]:
+    statements = [s for p in RES[function]["Properties"]["Policies"] for s in p.get("Statement", [])]
+    return {a for s in statements if s["Resource"] == {"Fn::GetAtt": ["AgentTable", "Arn"]} for a in s["Action"]}
+
+
+def test_agent_events_have_their_own_function_without_reserved_concurrency():
+    # Lambda refuses a synchronous invoke over reserved concurrency with 429: agent events must not share the
+    # Matcher's slot, which a matching run holds for up to its time budget.
+    props = RES["AgentEventsFunction"]["Properties"]
+    assert "ReservedConcurrentExecutions" not in props
+    assert props["CodeUri"] == "functions/agent_events/" and props["Timeout"] == 30
+    assert "Events" not in props  # invoked directly by the contact center
+    matcher_env = RES["MatcherFunction"]["Properties"]["Environment"]["Variables"]
+    for name in ("AGENT_TABLE_NAME", "AGENT_ORDER", "MATCH_ATTRIBUTES"):
+        assert props["Environment"]["Variables"][name] == matcher_env[name]
+    assert TPL["Outputs"]["AgentEventsFunctionName"]["Value"] == {"Ref": "AgentEventsFunction"}
+    keys = list(RES)
+    assert keys.index("AgentEventsFunction") == keys.index("MatcherFunction") + 1
+
+
+def test_agent_table_access_is_least_privilege_for_each_function():
+    # AgentStore: find (GetItem), depth and head (Query), transactions of Put/Delete/Update items.
+    assert agent_table_actions("AgentEventsFunction") == {
+        "dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    # Matching: the head of a queue (Query); the match transaction updates the agent and deletes its entries.
+    assert agent_table_actions("MatcherFunction") == {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    # AgentEvents never reads or writes the queue table.
+    assert "QueueTable" not in json.dumps(RES["AgentEventsFunction"]["Properties"]["Policies"])

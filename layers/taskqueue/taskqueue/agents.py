@@ -27,7 +27,9 @@ from taskqueue.errors import TaskQueueError
 from taskqueue.keys import Order
 from taskqueue.matching import AgentProfile, MatchSettings
 from taskqueue.model import Task
-from taskqueue.store import TaskStore, count_all, make_client
+from taskqueue import dynamo
+from taskqueue.dynamo import count_all, make_client
+from taskqueue.store import TaskStore
 
 ENTITY_AGENT = "agent"
 ENTITY_ENTRY = "entry"
@@ -365,8 +367,11 @@ class AgentStore:
             self._db.transact_write_items(TransactItems=list(items))
             return None
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                raise _translate(exc, self._table) from exc
+            code = dynamo.error_code(exc)
+            if code == dynamo.CONFLICT_CODE:  # the whole request met another transaction: a lost race
+                return [code]
+            if code != "TransactionCanceledException":
+                raise dynamo.translate(exc, self._table, "AGENT_TABLE_NAME", AgentStoreError) from exc
             reasons = [str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])]
             if not reasons:  # older SDKs put the codes only in the message: "[None, ConditionalCheckFailed]"
                 message = exc.response.get("Error", {}).get("Message", "")
@@ -380,10 +385,10 @@ class AgentStore:
             return reasons
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
-        try:
-            return getattr(self._db, operation)(**kwargs)
-        except ClientError as exc:
-            raise _translate(exc, self._table) from exc
+        return dynamo.call(
+            self._db, operation, table=self._table, setting="AGENT_TABLE_NAME", error=AgentStoreError,
+            clock=self._clock, **kwargs,
+        )
 
 
 def agent_item(profile: AgentProfile, status: AgentStatus, version: int, now_ms: int) -> dict[str, AttributeValue]:
@@ -448,17 +453,3 @@ def head_from_item(item: Mapping[str, Mapping[str, Any]]) -> QueueHead:
 
 def _string_list(values: Sequence[str]) -> AttributeValue:
     return {"L": [{"S": v} for v in values]}
-
-
-def _translate(exc: ClientError, table: str) -> Exception:
-    code = exc.response.get("Error", {}).get("Code", "")
-    message = exc.response.get("Error", {}).get("Message", "")
-    if code == "ResourceNotFoundException":
-        return AgentStoreError(
-            f"table {table!r} does not exist: check AGENT_TABLE_NAME and that the stack is deployed ({message})"
-        )
-    if code in {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}:
-        return AgentStoreError(f"DynamoDB is throttling {table!r} even after retries ({code}); retry later")
-    if code == "ValidationException":
-        return AgentStoreError(f"DynamoDB rejected a request on {table!r} as invalid: {message}")
-    return AgentStoreError(f"DynamoDB error {code or 'unknown'} on {table!r}: {message}")

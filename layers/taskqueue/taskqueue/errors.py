@@ -31,5 +31,9 @@ class PermanentTaskError(TaskQueueError):
     """Raised by a task runner when retrying can never succeed: the task goes straight to FAILURE."""
 
 
+class ResultTooLarge(TaskQueueError):
+    """A runner returned a result too large to store with its task; the task is recorded as a FAILURE."""
+
+
 class RunnerBusy(TaskQueueError):
     """The runner has no free slot; the caller must wait for one before it claims a task."""

@@ -1,8 +1,16 @@
 """Index key encoding (pure): which index partition a task lives in and where it sorts.
 
-ReadyIndex holds PENDING tasks only. Its sort key is "<priority>#<order time>#<taskId>", all fixed
-width, so that a *descending* query of one partition returns the task the queue must serve next:
-the highest priority first, then, within a priority, the newest (LIFO) or the oldest (FIFO).
+ReadyIndex holds PENDING tasks only, in two partitions per queue shard:
+
+- the *ready* partition "<queue>#<shard>" holds tasks that may run now. Its sort key is
+  "<priority>#<order time>#<taskId>", all fixed width, so that a *descending* query returns the task the
+  queue must serve next: the highest priority first, then the newest (LIFO) or the oldest (FIFO);
+- the *delayed* partition "<queue>#<shard>#delayed" holds tasks with a not-before time (a retry's backoff,
+  a delayed task). Its sort key is "<not-before ms>#<ready sort key>": an *ascending* query returns the
+  task that falls due first, and the ready sort key it carries puts it in its place once due.
+
+Delayed tasks never sit in front of due ones, whatever their priority: a reader takes the head of the
+ready partition and the due head of the delayed partition, and merges them by the ready sort key.
 """
 
 from __future__ import annotations
@@ -51,6 +59,27 @@ def shard_for(task_id: str, shards: int) -> int:
 
 def ready_key(queue: str, shard: int) -> str:
     return f"{queue}#{shard}"
+
+
+def delayed_key(queue: str, shard: int) -> str:
+    return f"{queue}#{shard}#delayed"
+
+
+def delayed_sort(not_before_ms: int, ready_sort_key: str) -> str:
+    if not 0 <= not_before_ms < _TIME_SPAN:
+        raise InvalidTaskInput(f"not-before time {not_before_ms} ms is outside the encodable range")
+    return f"{not_before_ms:0{_TIME_WIDTH}d}#{ready_sort_key}"
+
+
+def delayed_until(not_before_ms: int) -> str:
+    """The greatest delayed sort key of a task due at ``not_before_ms`` (for "due by then" range queries)."""
+    return f"{not_before_ms:0{_TIME_WIDTH}d}#~"
+
+
+def parse_delayed_sort(sort_key: str) -> tuple[int, str]:
+    """Inverse of delayed_sort: (not-before ms, ready sort key)."""
+    due, ready = sort_key.split("#", 1)
+    return int(due), ready
 
 
 def status_key(queue: str, status: str, shard: int) -> str:

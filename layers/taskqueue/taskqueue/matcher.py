@@ -1,8 +1,8 @@
 """The matching loop of queue "calls": each waiting call, oldest first, gets the longest-waiting matching agent.
 
 One invocation = one ``Matcher.run``. A *pass* walks the waiting calls in FIFO order; for each it reads the
-head of the agent queue its preferences name (strongly consistent), and only if there is one claims the call
-and runs the match transaction (``AgentStore.match``). A lost race (another matcher took the agent) re-reads
+head of the agent queue its preferences name (strongly consistent, one item), and only if there is one claims
+the call and runs the match transaction (``AgentStore.match``), so a call with no agent costs no write. A lost race (another matcher took the agent) re-reads
 the head and tries again, at most ``max_match_retries`` times with jittered backoff; with no agent left the
 call is released with its attempt refunded, so it keeps its place. Within a pass, a queue found empty is not
 queried again (every later call asking for it waits). Passes repeat while they make progress and time is left;
@@ -42,6 +42,7 @@ class MatchReport:
     gave_up: int = 0  # calls handed back after max retries although agents remained
     lost: int = 0  # claims lost to another matcher, or calls whose lease passed
     invalid: int = 0  # calls with preferences that can never match: dead-lettered
+    shed: int = 0  # waiting calls past their ttl (hung up) that this run met and shed
     wait_times_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
     work_remains: bool = False
@@ -93,6 +94,7 @@ class Matcher:
         report.work_remains = (report.stopped_by == "budget" and self._tasks.has_claimable(queue)) or (
             report.stopped_by != "budget" and report.gave_up > 0
         )
+        report.shed = self._tasks.drain_shed().get(queue, 0)
         return report
 
     def _recover_leases(self, queue: str) -> None:
@@ -113,22 +115,27 @@ class Matcher:
             if key in state.empty_keys:  # found empty earlier in this pass: the call keeps waiting, untouched
                 report.no_agent += 1
                 continue
+            head = self._agents.head(key)
+            if head is None:  # no agent for this call now: it keeps waiting, untouched (no claim, no write)
+                state.empty_keys.add(key)
+                report.no_agent += 1
+                continue
             call = self._tasks.claim(candidate, self._owner)
             if call is None:
                 report.lost += 1  # another matcher took this call first (a failed conditional write)
                 continue
-            outcome = self._match_claimed(call, key, report)
+            outcome = self._match_claimed(call, key, head, report)
             if outcome == "matched":
                 state.matched += 1
             elif outcome == "no-agent":
                 state.empty_keys.add(key)
         return state
 
-    def _match_claimed(self, call: Task, key: str, report: MatchReport) -> str:
-        """Match a claimed call with the head of its agent queue, retrying lost races. Returns "matched",
-        "no-agent" (released: it keeps its place), "gave-up" (released after max retries) or "lost"."""
+    def _match_claimed(self, call: Task, key: str, head: QueueHead | None, report: MatchReport) -> str:
+        """Match a claimed call with ``head`` (the head of its agent queue read before the claim), retrying lost
+        races on a fresh head. Returns "matched", "no-agent" (released: it keeps its place), "gave-up" (released
+        after max retries) or "lost"."""
         attempt = 0
-        head: QueueHead | None = self._agents.head(key)
         while head is not None:
             outcome = self._agents.match(call, self._owner, head)
             if outcome.outcome is MatchOutcome.MATCHED:
@@ -197,7 +204,7 @@ class Matcher:
 
 @dataclass(frozen=True)
 class MatcherServices:
-    """What the Matcher handler needs: the queue core's services plus the agent store."""
+    """What the Matcher and AgentEvents handlers need: the queue core's services plus the agent store."""
 
     base: Services
     match_settings: matching.MatchSettings

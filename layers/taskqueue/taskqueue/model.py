@@ -9,18 +9,27 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from taskqueue import keys
-from taskqueue.errors import InvalidTaskInput
+from taskqueue.errors import InvalidTaskInput, ResultTooLarge
 from taskqueue.settings import Settings
 from taskqueue.states import TaskStatus
 
 MAX_TASKS_PER_REQUEST = 1000
+# DynamoDB refuses an item over 400 KB: a task's payload and its runner's result share that budget.
 MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_RESULT_BYTES = 100 * 1024
 _TASK_ID_MAX = 200
+# Task ids derived from a CreateTasks invocation's request id (so Lambda's retry of it is idempotent).
+_TASK_ID_NAMESPACE = uuid.UUID("8f9d7a64-2a0e-4f55-9a51-6b7f3c0d2e11")
 
 
 @dataclass(frozen=True)
 class Task:
-    """One task. Times are epoch milliseconds except ``ttl``, which is epoch seconds (DynamoDB TTL)."""
+    """One task. Times are epoch milliseconds except ``ttl`` and ``delete_at``, which are epoch seconds.
+
+    ``ttl`` is the shed deadline: past it the task is never claimed. ``delete_at`` is when DynamoDB TTL may
+    delete the item (the table's TTL attribute ``deleteAt``): the shed deadline while the task waits, past
+    the lease (plus retention) while it runs, the retention once it finished. ``None`` means ``ttl``.
+    """
 
     task_id: str
     queue: str
@@ -39,6 +48,7 @@ class Task:
     not_before_ms: int | None = None
     last_error: str | None = None
     result: dict[str, Any] | None = None
+    delete_at: int | None = None
 
     def with_changes(self, **changes: Any) -> Task:
         return replace(self, **changes)
@@ -55,10 +65,11 @@ def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
         "taskUpdated": {"N": str(task.updated_ms)},
         "enqueued": {"N": str(task.enqueued_ms)},
         "ttl": {"N": str(task.ttl)},
+        "deleteAt": {"N": str(task.ttl if task.delete_at is None else task.delete_at)},
         "attempts": {"N": str(task.attempts)},
         "maxAttempts": {"N": str(task.max_attempts)},
         "shard": {"N": str(task.shard)},
-        "payload": {"S": json.dumps(task.payload, separators=(",", ":"), sort_keys=True)},
+        "payload": {"S": encode_json(task.payload)},
     }
     optional = {
         "leaseOwner": ("S", task.lease_owner),
@@ -70,15 +81,43 @@ def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
         if value is not None:
             item[name] = {kind: str(value)}
     if task.result is not None:
-        item["result"] = {"S": json.dumps(task.result, separators=(",", ":"), sort_keys=True)}
+        item["result"] = {"S": encode_json(task.result)}
     if task.status is TaskStatus.PENDING:
-        item["readyKey"] = {"S": keys.ready_key(task.queue, task.shard)}
-        item["readySort"] = {"S": keys.ready_sort(task.priority, task.enqueued_ms, task.task_id, order)}
-    elif task.status is not TaskStatus.SUCCESS:
+        item |= ready_index_attributes(task, order)
+    elif task.status not in (TaskStatus.SUCCESS, TaskStatus.SHED):
         item["statusKey"] = {"S": keys.status_key(task.queue, task.status.value, task.shard)}
         sort = task.lease_expires_ms if task.status is TaskStatus.TAKEN else task.updated_ms
         item["statusSort"] = {"N": str(sort)}
     return item
+
+
+def ready_index_attributes(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
+    """Where a PENDING task sits in the ReadyIndex: the ready partition, or the delayed one while it has a
+    not-before time (it stays there once due; readers take due entries from both)."""
+    sort = keys.ready_sort(task.priority, task.enqueued_ms, task.task_id, order)
+    if task.not_before_ms is None:
+        return {"readyKey": {"S": keys.ready_key(task.queue, task.shard)}, "readySort": {"S": sort}}
+    return {
+        "readyKey": {"S": keys.delayed_key(task.queue, task.shard)},
+        "readySort": {"S": keys.delayed_sort(task.not_before_ms, sort)},
+    }
+
+
+def encode_json(value: Any) -> str:
+    """The stored form of a payload or result (compact, sorted keys)."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+
+
+def check_result_size(result: Mapping[str, Any] | None) -> None:
+    """Refuse a runner result that would push the item past DynamoDB's 400 KB limit."""
+    if result is None:
+        return
+    size = len(encode_json(result).encode("utf-8"))
+    if size > MAX_RESULT_BYTES:
+        raise ResultTooLarge(
+            f"the runner's result is {size} bytes, over the limit of {MAX_RESULT_BYTES} bytes (MAX_RESULT_BYTES; "
+            "DynamoDB refuses items over 400 KB): store large results elsewhere (e.g. S3) and return a reference"
+        )
 
 
 def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
@@ -111,9 +150,14 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
             not_before_ms=n("notBefore"),
             last_error=s("lastError"),
             result=json.loads(result_text) if result_text else None,
+            delete_at=_delete_at(n("deleteAt"), int(item["ttl"]["N"])),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidTaskInput(f"item is not a task ({type(exc).__name__}: {exc}): {dict(item)!r:.300}") from None
+
+
+def _delete_at(delete_at: int | None, ttl: int) -> int | None:
+    return None if delete_at == ttl else delete_at
 
 
 @dataclass(frozen=True)
@@ -155,23 +199,36 @@ def parse_create_request(body: Mapping[str, Any], settings: Settings) -> CreateR
     payload = body.get("payload", {})
     if not isinstance(payload, dict):
         raise InvalidTaskInput(f"payload must be a JSON object, got {type(payload).__name__}")
-    if len(json.dumps(payload)) > MAX_PAYLOAD_BYTES:
-        raise InvalidTaskInput(f"payload is larger than {MAX_PAYLOAD_BYTES} bytes; store it elsewhere and pass a reference")
+    size = len(encode_json(payload).encode("utf-8"))
+    if size > MAX_PAYLOAD_BYTES:
+        raise InvalidTaskInput(
+            f"payload is {size} bytes, over the limit of {MAX_PAYLOAD_BYTES} bytes; store it elsewhere and pass a reference"
+        )
+    ttl_seconds = _whole(body, "ttlSeconds", settings.default_ttl_seconds, 1, 10 * 365 * 86400)
+    delay_seconds = _whole(body, "delaySeconds", 0, 0, 365 * 86400)
+    if delay_seconds >= ttl_seconds:
+        raise InvalidTaskInput(
+            f"delaySeconds ({delay_seconds}) must be less than ttlSeconds ({ttl_seconds}): the task would be shed "
+            "before it could ever run"
+        )
     return CreateRequest(
         queue=queue,
         count=count,
         priority=keys.validate_priority(body.get("priority", 0)),
-        ttl_seconds=_whole(body, "ttlSeconds", settings.default_ttl_seconds, 1, 10 * 365 * 86400),
+        ttl_seconds=ttl_seconds,
         payload=payload,
         max_attempts=_whole(body, "maxAttempts", settings.max_attempts, 1, 100),
-        delay_seconds=_whole(body, "delaySeconds", 0, 0, 365 * 86400),
+        delay_seconds=delay_seconds,
         task_ids=tuple(task_ids or ()),
     )
 
 
-def new_tasks(request: CreateRequest, now_ms: int, settings: Settings) -> list[Task]:
-    """PENDING tasks for a request. ttl is epoch *seconds*: creation plus the task's time-to-live."""
-    ids = request.task_ids or tuple(str(uuid.uuid4()) for _ in range(request.count))
+def new_tasks(request: CreateRequest, now_ms: int, settings: Settings, request_id: str | None = None) -> list[Task]:
+    """PENDING tasks for a request. ttl is epoch *seconds*: creation plus the task's time-to-live.
+
+    Without caller-chosen ids, ids derive from ``request_id`` when given (Lambda keeps the request id when it
+    retries an asynchronous invocation, so a retry names the same tasks), else they are random."""
+    ids = request.task_ids or derived_task_ids(request.count, request_id)
     ttl = now_ms // 1000 + request.ttl_seconds
     not_before = now_ms + request.delay_seconds * 1000 if request.delay_seconds else None
     return [
@@ -191,6 +248,12 @@ def new_tasks(request: CreateRequest, now_ms: int, settings: Settings) -> list[T
         )
         for task_id in ids
     ]
+
+
+def derived_task_ids(count: int, request_id: str | None) -> tuple[str, ...]:
+    if request_id is None:
+        return tuple(str(uuid.uuid4()) for _ in range(count))
+    return tuple(str(uuid.uuid5(_TASK_ID_NAMESPACE, f"{request_id}#{n}")) for n in range(count))
 
 
 def _whole(body: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:

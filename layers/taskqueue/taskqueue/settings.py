@@ -14,6 +14,23 @@ T = TypeVar("T")
 
 DEFAULT_QUEUE_ORDERS = "work=LIFO,calls=FIFO"
 
+# The values each numeric variable may take, both ends included: the one place they are stated. from_env
+# applies them; template.yaml's parameters must lie inside them (tests/unit/test_template_settings.py).
+BOUNDS: dict[str, tuple[float, float]] = {
+    "QUEUE_SHARDS": (1, 64),
+    "DEFAULT_TTL_SECONDS": (1, 10 * 365 * 86400),
+    "RETENTION_SECONDS": (1, 10 * 365 * 86400),
+    "MAX_ATTEMPTS": (1, 100),
+    "LEASE_SECONDS": (1, 12 * 3600),
+    "PAGE_SIZE": (1, 100),
+    "TIME_BUDGET_SECONDS": (0.01, 900),
+    "RETRY_BASE_SECONDS": (0, 3600),
+    "RETRY_MAX_SECONDS": (0, 12 * 3600),
+    "RUNNER_CAPACITY": (1, 1000),
+    "FAKE_RUNNER_DURATION_SECONDS": (0, 900),
+    "FAKE_RUNNER_FAILURE_RATE": (0, 1),
+}
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -48,19 +65,19 @@ class Settings:
             trigger_topic_arn=env.get("TRIGGER_TOPIC_ARN") or None,
             process_tasks_topic_arn=env.get("PROCESS_TASKS_TOPIC_ARN") or None,
             queue_orders=_read(env, "QUEUE_ORDERS", DEFAULT_QUEUE_ORDERS, parse_queue_orders),
-            queue_shards=_read(env, "QUEUE_SHARDS", "1", _int_between(1, 64)),
-            default_ttl_seconds=_read(env, "DEFAULT_TTL_SECONDS", "3600", _int_between(1, 10 * 365 * 86400)),
-            retention_seconds=_read(env, "RETENTION_SECONDS", "86400", _int_between(1, 10 * 365 * 86400)),
-            max_attempts=_read(env, "MAX_ATTEMPTS", "3", _int_between(1, 100)),
-            lease_seconds=_read(env, "LEASE_SECONDS", "300", _int_between(1, 12 * 3600)),
-            page_size=_read(env, "PAGE_SIZE", "10", _int_between(1, 100)),
-            time_budget_seconds=_read(env, "TIME_BUDGET_SECONDS", "60", _float_between(0.01, 900)),
-            retry_base_seconds=_read(env, "RETRY_BASE_SECONDS", "2", _float_between(0, 3600)),
-            retry_max_seconds=_read(env, "RETRY_MAX_SECONDS", "300", _float_between(0, 12 * 3600)),
+            queue_shards=_read_int(env, "QUEUE_SHARDS", "1"),
+            default_ttl_seconds=_read_int(env, "DEFAULT_TTL_SECONDS", "3600"),
+            retention_seconds=_read_int(env, "RETENTION_SECONDS", "86400"),
+            max_attempts=_read_int(env, "MAX_ATTEMPTS", "3"),
+            lease_seconds=_read_int(env, "LEASE_SECONDS", "300"),
+            page_size=_read_int(env, "PAGE_SIZE", "10"),
+            time_budget_seconds=_read_float(env, "TIME_BUDGET_SECONDS", "60"),
+            retry_base_seconds=_read_float(env, "RETRY_BASE_SECONDS", "2"),
+            retry_max_seconds=_read_float(env, "RETRY_MAX_SECONDS", "300"),
             task_runner=_read(env, "TASK_RUNNER", "taskqueue.runner:fake_legacy_system", _runner_spec),
-            runner_capacity=_read(env, "RUNNER_CAPACITY", "3", _int_between(1, 1000)),
-            fake_runner_duration_seconds=_read(env, "FAKE_RUNNER_DURATION_SECONDS", "15", _float_between(0, 900)),
-            fake_runner_failure_rate=_read(env, "FAKE_RUNNER_FAILURE_RATE", "0", _float_between(0, 1)),
+            runner_capacity=_read_int(env, "RUNNER_CAPACITY", "3"),
+            fake_runner_duration_seconds=_read_float(env, "FAKE_RUNNER_DURATION_SECONDS", "15"),
+            fake_runner_failure_rate=_read_float(env, "FAKE_RUNNER_FAILURE_RATE", "0"),
         )
 
     def order_of(self, queue: str) -> Order:
@@ -95,6 +112,15 @@ def _read(env: Mapping[str, str], name: str, default: str, parse: Callable[[str]
         return parse(raw)
     except ValueError as exc:
         raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from None
+
+
+def _read_int(env: Mapping[str, str], name: str, default: str) -> int:
+    low, high = BOUNDS[name]
+    return _read(env, name, default, _int_between(int(low), int(high)))
+
+
+def _read_float(env: Mapping[str, str], name: str, default: str) -> float:
+    return _read(env, name, default, _float_between(*BOUNDS[name]))
 
 
 def _int_between(low: int, high: int) -> Callable[[str], int]:

@@ -4,6 +4,8 @@
        ^                 |  \\--fail-----> FAILURE (dead letter)
        +--release/retry--+  (lease expired, transient error; keeps its place)
     PENDING --cancel--> CANCELLED;  FAILURE/CANCELLED --redrive--> PENDING
+    PENDING past its ttl --shed--> SHED (by a reader that meets it; DynamoDB TTL may delete it first)
+    TAKEN --renew--> TAKEN (the lease owner extends its lease: heartbeat)
 """
 
 from __future__ import annotations
@@ -19,18 +21,22 @@ class TaskStatus(StrEnum):
     SUCCESS = "SUCCESS"
     FAILURE = "FAILURE"
     CANCELLED = "CANCELLED"
+    SHED = "SHED"  # passed its ttl unserved (load shedding): final, never claimed
 
 
-# PENDING -> PENDING is a change that keeps the task waiting (reprioritize, touch).
+# PENDING -> PENDING is a change that keeps the task waiting (reprioritize, touch); TAKEN -> TAKEN renews a lease.
 ALLOWED_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
-    TaskStatus.PENDING: frozenset({TaskStatus.TAKEN, TaskStatus.CANCELLED, TaskStatus.PENDING}),
-    TaskStatus.TAKEN: frozenset({TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.PENDING}),
+    TaskStatus.PENDING: frozenset({TaskStatus.TAKEN, TaskStatus.CANCELLED, TaskStatus.PENDING, TaskStatus.SHED}),
+    TaskStatus.TAKEN: frozenset({TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.PENDING, TaskStatus.TAKEN}),
     TaskStatus.SUCCESS: frozenset(),
     TaskStatus.FAILURE: frozenset({TaskStatus.PENDING}),
     TaskStatus.CANCELLED: frozenset({TaskStatus.PENDING}),
+    TaskStatus.SHED: frozenset(),
 }
 
-FINISHED: frozenset[TaskStatus] = frozenset({TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.CANCELLED})
+FINISHED: frozenset[TaskStatus] = frozenset(
+    {TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.CANCELLED, TaskStatus.SHED}
+)
 
 
 def check_transition(source: TaskStatus | str, target: TaskStatus | str) -> None:

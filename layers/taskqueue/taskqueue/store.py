@@ -2,37 +2,49 @@
 
 Every state change is one conditional UpdateItem that names the state it comes from; the transition is
 checked against the lifecycle table before any request is sent. A write that loses its condition (another
-worker claimed first, the lease passed, the task expired) is a domain outcome (``None``/``False``), never an
-exception; other ``ClientError`` codes become ``StoreError`` with a message saying what to check.
+worker claimed first, the lease passed, the task expired, another transaction held the item) is a domain
+outcome (``None``/``False``), never an exception; other ``ClientError`` codes become ``StoreError`` with a
+message saying what to check (see ``taskqueue.dynamo``).
+
+Two times bound a task: ``ttl`` (epoch s), its shed deadline, which the claim condition and the ReadyIndex
+use; and ``deleteAt`` (epoch s), the table's TTL attribute, when DynamoDB may delete the item. While a task
+waits they are equal; a claim moves ``deleteAt`` past the lease plus the retention, so DynamoDB never
+deletes a task under its worker. A reader that meets a PENDING entry past its ttl sheds it (PENDING -> SHED,
+one conditional write that takes it out of the ReadyIndex), so expired entries that DynamoDB has not deleted
+yet (it deletes "within a few days") never hide live work.
+
+This module is over 400 lines: it is the one adapter of the queue table, and its transitions share one
+request builder (``_transition_request``); the operator operations and listings at the end use the same.
 """
 
 from __future__ import annotations
 
 import base64
 import heapq
+import itertools
 import json
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import ClientError
-
-from taskqueue import keys
+from taskqueue import dynamo, keys
 from taskqueue.clock import Clock, SystemClock
+from taskqueue.dynamo import ConditionLost, count_all, make_client
 from taskqueue.errors import ConditionFailed, InvalidTaskInput, InvalidTransition, TaskNotFound, TaskQueueError
-from taskqueue.model import Task, from_item, to_item
+from taskqueue.model import Task, encode_json, from_item, ready_index_attributes, to_item
 from taskqueue.settings import Settings
 from taskqueue.states import TaskStatus, check_transition
+
+__all__ = ["Candidate", "CreateResult", "StoreError", "TaskStore", "count_all", "is_claimable", "make_client"]
 
 READY_INDEX = "ReadyIndex"
 STATUS_INDEX = "StatusIndex"
 _BATCH_WRITE_LIMIT = 25
+_BATCH_GET_LIMIT = 100
 _MAX_BATCH_ROUNDS = 8
-# How many index pages one candidate search may read past tasks that are delayed or expired.
-_MAX_CANDIDATE_PAGES = 20
 
 AttributeValue = dict[str, Any]
 
@@ -59,17 +71,14 @@ class CreateResult:
     already_existed: int
 
 
-def make_client(region: str | None = None) -> Any:
-    """A DynamoDB client with standard retries (throttling is retried by botocore, not by us)."""
-    return boto3.client("dynamodb", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 6}))
-
-
 class TaskStore:
     def __init__(self, client: Any, settings: Settings, clock: Clock | None = None) -> None:
         self._db = client
         self._settings = settings
         self._table = settings.queue_table_name
         self._clock = clock or SystemClock()
+        self._shed: Counter[str] = Counter()
+        self._shed_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> TaskStore:
@@ -94,6 +103,16 @@ class TaskStore:
             self._batch_write(requests[start : start + _BATCH_WRITE_LIMIT])
         return CreateResult(created=len(tasks), already_existed=0)
 
+    def put_tasks_once(self, tasks: Sequence[Task]) -> CreateResult:
+        """Write new PENDING tasks whose ids derive from one request, skipping ids that exist: a retry of the
+        same request (after a partial write) creates only what is missing and never resets a task a worker
+        already took. One BatchGetItem per 100 ids, then BatchWriteItem of the rest."""
+        existing = {task.task_id for task in self._get_many([t.task_id for t in tasks])}
+        missing = [t for t in tasks if t.task_id not in existing]
+        if missing:
+            self.put_tasks(missing)
+        return CreateResult(created=len(missing), already_existed=len(tasks) - len(missing))
+
     def _put_if_absent(self, tasks: Sequence[Task]) -> CreateResult:
         created = 0
         for task in tasks:
@@ -105,7 +124,7 @@ class TaskStore:
                     ConditionExpression="attribute_not_exists(taskId)",
                 )
                 created += 1
-            except _ConditionLost:
+            except ConditionLost:
                 pass
         return CreateResult(created=created, already_existed=len(tasks) - created)
 
@@ -129,59 +148,108 @@ class TaskStore:
 
     # ---- finding work -----------------------------------------------------------------------
 
-    def candidates(self, queue: str, limit: int, now_ms: int | None = None) -> list[Candidate]:
+    def candidates(self, queue: str, limit: int, now_ms: int | None = None, *, shed: bool = True) -> list[Candidate]:
         """Up to ``limit`` claimable tasks of a queue in the order it serves them (across all shards).
 
-        Tasks whose ttl has passed (DynamoDB deletes late) or whose not-before time is ahead are skipped.
-        """
+        Each shard's ready partition is read newest key first, and the due entries of its delayed partition
+        are merged in by their ready sort key. An entry past its ttl is shed (``shed``; operators' reads pass
+        False and merely skip it), so expired entries cost one write once and never hide live work."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         self._settings.order_of(queue)
-        per_shard = (
-            self._claimable_in_shard(queue, shard, now_ms) for shard in range(self._settings.queue_shards)
-        )
-        merged = heapq.merge(*per_shard, reverse=True)
-        return [c for _, c in zip(range(limit), merged)]
+        per_shard = [
+            heapq.merge(
+                sorted(self._due_delayed(queue, shard, now_ms, limit, shed), reverse=True),
+                self._claimable_ready(queue, shard, now_ms, shed),
+                reverse=True,
+            )
+            for shard in range(self._settings.queue_shards)
+        ]
+        return list(itertools.islice(heapq.merge(*per_shard, reverse=True), limit))
 
     def has_claimable(self, queue: str, now_ms: int | None = None) -> bool:
         return bool(self.candidates(queue, 1, now_ms))
 
     def next_due_ms(self, queue: str, now_ms: int | None = None) -> int | None:
-        """The earliest not-before time of a queue's PENDING tasks that are delayed (a retry's backoff, or a
-        delayed task) and not yet expired; ``None`` if there is none. Lets a worker wait for a retry that
-        falls due inside its budget instead of stopping and stranding it until the safety net."""
+        """The earliest not-before time of a queue's delayed tasks (a retry's backoff, a delayed task) that
+        can still run (due before its ttl), whether or not it is due already; ``None`` if there is none.
+        Lets a worker wait for a retry that falls due inside its budget instead of stranding it."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        due = [
-            entry.not_before_ms
-            for shard in range(self._settings.queue_shards)
-            for entry in self._ready_entries(queue, shard)
-            if entry.not_before_ms is not None and entry.not_before_ms > now_ms and entry.ttl > now_ms // 1000
-        ]
+        due: list[int] = []
+        for shard in range(self._settings.queue_shards):
+            for entry in self._index_entries(keys.delayed_key(queue, shard), queue, shard, newest_first=False):
+                assert entry.not_before_ms is not None
+                if entry.ttl > now_ms // 1000 and entry.not_before_ms < entry.ttl * 1000:
+                    due.append(entry.not_before_ms)
+                    break
         return min(due, default=None)
 
-    def _claimable_in_shard(self, queue: str, shard: int, now_ms: int) -> Iterator[Candidate]:
-        return (c for c in self._ready_entries(queue, shard) if is_claimable(c.ttl, c.not_before_ms, now_ms))
+    def drain_shed(self) -> dict[str, int]:
+        """Tasks this store shed (per queue) since the last drain: the caller counts them as ``TasksShed``."""
+        with self._shed_lock:
+            counts, self._shed = dict(self._shed), Counter()
+        return counts
 
-    def _ready_entries(self, queue: str, shard: int) -> Iterator[Candidate]:
-        """Lazily walks one shard's ReadyIndex partition, newest key first (at most _MAX_CANDIDATE_PAGES pages)."""
+    def shed(self, candidate: Candidate, now_ms: int | None = None) -> bool:
+        """PENDING past its ttl -> SHED: out of the ReadyIndex, kept for the retention, then deleted by TTL.
+        ``False`` if it was not PENDING-and-expired any more (claimed, shed by another reader, deleted)."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        written = self._transition(
+            candidate.task_id,
+            TaskStatus.PENDING,
+            TaskStatus.SHED,
+            now_ms=now_ms,
+            set_=self._finished_attributes(now_ms),
+            remove=("readyKey", "readySort", "notBefore"),
+            condition="#ttl <= :nowSeconds",
+            names={"#ttl": "ttl"},
+            values={":nowSeconds": {"N": str(now_ms // 1000)}},
+        )
+        if written is None:
+            return False
+        with self._shed_lock:
+            self._shed[candidate.queue] += 1
+        return True
+
+    def _claimable_ready(self, queue: str, shard: int, now_ms: int, shed: bool) -> Iterator[Candidate]:
+        for entry in self._index_entries(keys.ready_key(queue, shard), queue, shard, newest_first=True):
+            if is_claimable(entry.ttl, entry.not_before_ms, now_ms):
+                yield entry
+            elif entry.ttl <= now_ms // 1000 and shed:
+                self.shed(entry, now_ms)
+
+    def _due_delayed(self, queue: str, shard: int, now_ms: int, limit: int, shed: bool) -> list[Candidate]:
+        """Up to ``limit`` entries of the delayed partition that are due now, the earliest due first."""
+        found: list[Candidate] = []
+        until = keys.delayed_until(now_ms)
+        for entry in self._index_entries(keys.delayed_key(queue, shard), queue, shard, newest_first=False, until=until):
+            if is_claimable(entry.ttl, entry.not_before_ms, now_ms):
+                found.append(entry)
+                if len(found) >= limit:
+                    break
+            elif entry.ttl <= now_ms // 1000 and shed:
+                self.shed(entry, now_ms)
+        return found
+
+    def _index_entries(
+        self, partition: str, queue: str, shard: int, *, newest_first: bool, until: str | None = None
+    ) -> Iterator[Candidate]:
+        """Lazily walks one ReadyIndex partition page by page (ready or delayed), as Candidates."""
+        condition = "readyKey = :k" + (" AND readySort <= :until" if until is not None else "")
+        values: dict[str, AttributeValue] = {":k": {"S": partition}}
+        if until is not None:
+            values[":until"] = {"S": until}
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": READY_INDEX,
-            "KeyConditionExpression": "readyKey = :k",
-            "ExpressionAttributeValues": {":k": {"S": keys.ready_key(queue, shard)}},
-            "ScanIndexForward": False,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": not newest_first,
             "Limit": self._settings.page_size,
         }
-        for _ in range(_MAX_CANDIDATE_PAGES):
+        while True:
             response = self._call("query", **kwargs)
             for item in response.get("Items", []):
-                yield Candidate(
-                    ready_sort=item["readySort"]["S"],
-                    task_id=item["taskId"]["S"],
-                    queue=queue,
-                    shard=shard,
-                    ttl=int(item["ttl"]["N"]),
-                    not_before_ms=int(item["notBefore"]["N"]) if "notBefore" in item else None,
-                )
+                yield candidate_of(item, queue, shard)
             if "LastEvaluatedKey" not in response:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
@@ -199,9 +267,8 @@ class TaskStore:
             now_ms=now_ms,
             set_={
                 "leaseOwner": {"S": owner},
-                "leaseExpires": {"N": str(expires)},
                 "statusKey": {"S": keys.status_key(candidate.queue, TaskStatus.TAKEN.value, candidate.shard)},
-                "statusSort": {"N": str(expires)},
+                **self._lease_attributes(expires),
             },
             remove=("readyKey", "readySort", "notBefore"),
             count_attempt=True,
@@ -217,8 +284,28 @@ class TaskStore:
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         set_ = self._finished_attributes(now_ms)
         if result is not None:
-            set_["result"] = {"S": _json(result)}
+            set_["result"] = {"S": encode_json(result)}
         return self._owned_transition(task, owner, TaskStatus.SUCCESS, now_ms, set_, ("statusKey", "statusSort"))
+
+    def renew_lease(self, task: Task, owner: str, seconds: float | None = None, now_ms: int | None = None) -> int | None:
+        """TAKEN -> TAKEN with the lease extended to now + ``seconds`` (default LEASE_SECONDS): a heartbeat,
+        only by the lease owner while its lease holds, and only ever later (extend-only). The item's deletion
+        time moves with it. Returns the new expiry (epoch ms), or ``None`` if the lease is no longer ours."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        lease_ms = int((self._settings.lease_seconds if seconds is None else seconds) * 1000)
+        if lease_ms <= 0:
+            raise InvalidTaskInput(f"a lease extension must be positive, got {seconds!r} s")
+        expires = now_ms + lease_ms
+        written = self._transition(
+            task.task_id,
+            TaskStatus.TAKEN,
+            TaskStatus.TAKEN,
+            now_ms=now_ms,
+            set_=self._lease_attributes(expires),
+            condition="leaseOwner = :owner AND leaseExpires > :now AND leaseExpires < :newExpiry",
+            values={":owner": {"S": owner}, ":newExpiry": {"N": str(expires)}},
+        )
+        return expires if written is not None else None
 
     def fail(self, task: Task, owner: str, error: str, now_ms: int | None = None) -> bool:
         """TAKEN -> FAILURE (the dead-letter state), only by the lease owner while the lease holds."""
@@ -246,9 +333,7 @@ class TaskStore:
         tried (e.g. a call with no matching agent yet), so waiting never exhausts a task's attempts.
         """
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        set_ = self._ready_attributes(task)
-        if not_before_ms is not None:
-            set_["notBefore"] = {"N": str(not_before_ms)}
+        set_ = self._ready_attributes(task.with_changes(not_before_ms=not_before_ms))
         if error is not None:
             set_["lastError"] = {"S": error[:1000]}
         if refund_attempt:
@@ -263,7 +348,7 @@ class TaskStore:
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         set_ = self._finished_attributes(now_ms)
         if result is not None:
-            set_["result"] = {"S": _json(result)}
+            set_["result"] = {"S": encode_json(result)}
         request = self._transition_request(
             task.task_id,
             TaskStatus.TAKEN,
@@ -333,9 +418,7 @@ class TaskStore:
             remove: tuple[str, ...] = ("leaseOwner", "leaseExpires")
         else:
             target = TaskStatus.PENDING
-            set_ = self._ready_attributes(task) | {"lastError": {"S": error}}
-            if retry_at_ms is not None:
-                set_["notBefore"] = {"N": str(retry_at_ms)}
+            set_ = self._ready_attributes(task.with_changes(not_before_ms=retry_at_ms)) | {"lastError": {"S": error}}
             remove = ("leaseOwner", "leaseExpires", "statusKey", "statusSort")
         written = self._transition(
             task_id, TaskStatus.TAKEN, target, now_ms=now_ms, set_=set_, remove=remove, condition=condition, values=values
@@ -395,11 +478,7 @@ class TaskStore:
         keys.validate_priority(priority)
         task = self._op_source(task_id, "reprioritize")
         self._refuse_if_expired(task, "reprioritize", now_ms)
-        order = self._settings.order_of(task.queue)
-        set_ = {
-            "priority": {"N": str(priority)},
-            "readySort": {"S": keys.ready_sort(priority, task.enqueued_ms, task.task_id, order)},
-        }
+        set_ = {"priority": {"N": str(priority)}} | self._ready_attributes(task.with_changes(priority=priority))
         return self._op_write(
             task, "reprioritize", TaskStatus.PENDING, now_ms, set_, (),
             "enqueued = :seenEnqueued AND #ttl > :nowSeconds",
@@ -414,11 +493,7 @@ class TaskStore:
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         task = self._op_source(task_id, "touch")
         self._refuse_if_expired(task, "touch", now_ms)
-        order = self._settings.order_of(task.queue)
-        set_ = {
-            "enqueued": {"N": str(now_ms)},
-            "readySort": {"S": keys.ready_sort(task.priority, now_ms, task.task_id, order)},
-        }
+        set_ = {"enqueued": {"N": str(now_ms)}} | self._ready_attributes(task.with_changes(enqueued_ms=now_ms))
         return self._op_write(
             task, "touch", TaskStatus.PENDING, now_ms, set_, (),
             "priority = :seenPriority AND #ttl > :nowSeconds",
@@ -436,14 +511,12 @@ class TaskStore:
         ttl_seconds = self._settings.default_ttl_seconds if ttl_seconds is None else ttl_seconds
         if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or ttl_seconds < 1:
             raise InvalidTaskInput(f"ttl_seconds must be a whole number of seconds >= 1, got {ttl_seconds!r}")
-        order = self._settings.order_of(task.queue)
+        ttl = now_ms // 1000 + ttl_seconds
         set_ = {
             "attempts": {"N": "0"},
             "enqueued": {"N": str(now_ms)},
-            "ttl": {"N": str(now_ms // 1000 + ttl_seconds)},
-            "readyKey": {"S": keys.ready_key(task.queue, task.shard)},
-            "readySort": {"S": keys.ready_sort(task.priority, now_ms, task.task_id, order)},
-        }
+            "ttl": {"N": str(ttl)},
+        } | self._ready_attributes(task.with_changes(enqueued_ms=now_ms, ttl=ttl, not_before_ms=None, delete_at=None))
         return self._op_write(
             task, "redrive", TaskStatus.PENDING, now_ms, set_,
             ("statusKey", "statusSort", "leaseOwner", "leaseExpires", "notBefore", "result"),
@@ -480,7 +553,7 @@ class TaskStore:
 
     def peek(self, queue: str, now_ms: int | None = None) -> Task | None:
         """The task the queue would serve next (highest priority, then its order), without claiming it."""
-        for candidate in self.candidates(queue, 1, now_ms):
+        for candidate in self.candidates(queue, 1, now_ms, shed=False):  # a read: operators count nothing
             try:
                 return self.get(candidate.task_id)
             except TaskNotFound:  # removed by TTL between the index read and the get
@@ -537,7 +610,8 @@ class TaskStore:
     def _partitions(self, queue: str, status: TaskStatus) -> tuple[str, str, str, list[str]]:
         shards = range(self._settings.queue_shards)
         if status is TaskStatus.PENDING:
-            return READY_INDEX, "readyKey", "readySort", [keys.ready_key(queue, n) for n in shards]
+            partitions = [keys.ready_key(queue, n) for n in shards] + [keys.delayed_key(queue, n) for n in shards]
+            return READY_INDEX, "readyKey", "readySort", partitions
         return STATUS_INDEX, "statusKey", "statusSort", [keys.status_key(queue, status.value, n) for n in shards]
 
     def _merged_index_page(
@@ -581,7 +655,11 @@ class TaskStore:
 
         def sort_value(item: dict[str, Any]) -> Any:
             value = item[sort_name]
-            return value["S"] if "S" in value else int(value["N"])
+            if "N" in value:
+                return int(value["N"])
+            # A delayed entry lists in its queue's order (its ready sort key), not by when it falls due.
+            delayed = item[hash_name]["S"].endswith("#delayed")
+            return keys.parse_delayed_sort(value["S"])[1] if delayed else value["S"]
 
         tagged = (
             [(sort_value(item), shard, item) for item in items] for shard, items in enumerate(fetched)
@@ -639,10 +717,10 @@ class TaskStore:
     def _get_many(self, task_ids: Sequence[str]) -> list[Task]:
         """The tasks of ``task_ids`` in that order (BatchGetItem, strongly consistent); vanished ids skipped."""
         found: dict[str, Task] = {}
-        for start in range(0, len(task_ids), 100):
-            wanted = list(dict.fromkeys(task_ids[start : start + 100]))
+        unique = list(dict.fromkeys(task_ids))
+        for start in range(0, len(unique), _BATCH_GET_LIMIT):
             request: dict[str, Any] = {
-                self._table: {"Keys": [_key(t) for t in wanted], "ConsistentRead": True}
+                self._table: {"Keys": [_key(t) for t in unique[start : start + _BATCH_GET_LIMIT]], "ConsistentRead": True}
             }
             for round_number in range(_MAX_BATCH_ROUNDS):
                 response = self._call("batch_get_item", RequestItems=request)
@@ -652,7 +730,13 @@ class TaskStore:
                 request = response.get("UnprocessedKeys") or {}
                 if not request:
                     break
+                # Unprocessed keys mean the table is throttling: back off with jitter before the retry.
                 self._clock.sleep(random.uniform(0, 0.05 * 2**round_number))
+            else:
+                left = sum(len(v.get("Keys", [])) for v in request.values())
+                raise StoreError(
+                    f"{left} task(s) were still unread after {_MAX_BATCH_ROUNDS} BatchGetItem rounds; retry later"
+                )
         return [found[t] for t in task_ids if t in found]
 
     def stats(self, queues: Sequence[str] | None = None, include_success: bool = False, now_ms: int | None = None) -> list[QueueStats]:
@@ -666,26 +750,27 @@ class TaskStore:
             pending = claimable = delayed = expired = 0
             oldest: int | None = None
             newest: int | None = None
-            for shard in range(self._settings.queue_shards):
+            partitions = [keys.ready_key(queue, n) for n in range(self._settings.queue_shards)]
+            partitions += [keys.delayed_key(queue, n) for n in range(self._settings.queue_shards)]
+            for partition in partitions:
                 for item in self._query_all(
                     IndexName=READY_INDEX,
                     KeyConditionExpression="readyKey = :k",
-                    ExpressionAttributeValues={":k": {"S": keys.ready_key(queue, shard)}},
-                    ProjectionExpression="readySort, #ttl, notBefore",
+                    ExpressionAttributeValues={":k": {"S": partition}},
+                    ProjectionExpression="taskId, readyKey, readySort, #ttl, notBefore",
                     ExpressionAttributeNames={"#ttl": "ttl"},
                     limit=10**9,
                 ):
                     pending += 1
-                    ttl = int(item["ttl"]["N"])
-                    not_before = int(item["notBefore"]["N"]) if "notBefore" in item else None
-                    if ttl <= now_ms // 1000:
+                    entry = candidate_of(item, queue, 0)
+                    if entry.ttl <= now_ms // 1000:
                         expired += 1
                         continue
-                    if not is_claimable(ttl, not_before, now_ms):
+                    if not is_claimable(entry.ttl, entry.not_before_ms, now_ms):
                         delayed += 1
                     else:
                         claimable += 1
-                    _, enqueued, _ = keys.parse_ready_sort(item["readySort"]["S"], order)
+                    _, enqueued, _ = keys.parse_ready_sort(entry.ready_sort, order)
                     oldest = enqueued if oldest is None else min(oldest, enqueued)
                     newest = enqueued if newest is None else max(newest, enqueued)
             counts = {TaskStatus.PENDING.value: pending}
@@ -733,15 +818,25 @@ class TaskStore:
     # ---- helpers ----------------------------------------------------------------------------
 
     def _ready_attributes(self, task: Task) -> dict[str, AttributeValue]:
-        order = self._settings.order_of(task.queue)
+        """A waiting task's ReadyIndex entry and its not-before time; DynamoDB may delete it at its ttl."""
+        attributes = ready_index_attributes(task, self._settings.order_of(task.queue))
+        attributes["deleteAt"] = {"N": str(task.ttl)}
+        if task.not_before_ms is not None:
+            attributes["notBefore"] = {"N": str(task.not_before_ms)}
+        return attributes
+
+    def _lease_attributes(self, expires_ms: int) -> dict[str, AttributeValue]:
+        # The item outlives its lease by the retention: a task running past its ttl is never deleted under its
+        # worker, and a crashed worker's task stays findable for lease recovery.
         return {
-            "readyKey": {"S": keys.ready_key(task.queue, task.shard)},
-            "readySort": {"S": keys.ready_sort(task.priority, task.enqueued_ms, task.task_id, order)},
+            "leaseExpires": {"N": str(expires_ms)},
+            "statusSort": {"N": str(expires_ms)},
+            "deleteAt": {"N": str(expires_ms // 1000 + 1 + self._settings.retention_seconds)},
         }
 
     def _finished_attributes(self, now_ms: int) -> dict[str, AttributeValue]:
         # Finished tasks keep a short retention, so the table does not grow without bound.
-        return {"ttl": {"N": str(now_ms // 1000 + self._settings.retention_seconds)}}
+        return {"deleteAt": {"N": str(now_ms // 1000 + self._settings.retention_seconds)}}
 
     def _owned_transition(
         self,
@@ -769,7 +864,7 @@ class TaskStore:
         ``_transition_request``); the new item, or None if the condition lost."""
         try:
             response = self._call("update_item", **self._transition_request(task_id, source, target, **request))
-        except _ConditionLost:
+        except ConditionLost:
             return None
         return response["Attributes"]
 
@@ -836,26 +931,24 @@ class TaskStore:
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
-        try:
-            return getattr(self._db, operation)(**kwargs)
-        except ClientError as exc:
-            raise _translate(exc, self._table) from exc
+        return dynamo.call(
+            self._db, operation, table=self._table, setting="QUEUE_TABLE_NAME", error=StoreError, clock=self._clock, **kwargs
+        )
 
 
-class _ConditionLost(Exception):
-    """Internal: a ConditionExpression did not hold (caught inside this module only)."""
-
-
-def count_all(call: Callable[..., dict[str, Any]], operation: str, request: dict[str, Any]) -> int:
-    """Total ``Count`` of a ``Select=COUNT`` query or scan, following every page."""
-    request = dict(request)
-    total = 0
-    while True:
-        response = call(operation, **request)
-        total += int(response.get("Count", 0))
-        if "LastEvaluatedKey" not in response:
-            return total
-        request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+def candidate_of(item: Mapping[str, Any], queue: str, shard: int) -> Candidate:
+    """The Candidate of a ReadyIndex item (ready or delayed partition)."""
+    sort = item["readySort"]["S"]
+    if item["readyKey"]["S"].endswith("#delayed"):
+        _, sort = keys.parse_delayed_sort(sort)
+    return Candidate(
+        ready_sort=sort,
+        task_id=item["taskId"]["S"],
+        queue=queue,
+        shard=shard,
+        ttl=int(item["ttl"]["N"]),
+        not_before_ms=int(item["notBefore"]["N"]) if "notBefore" in item else None,
+    )
 
 
 def is_claimable(ttl: int, not_before_ms: int | None, now_ms: int) -> bool:
@@ -863,26 +956,8 @@ def is_claimable(ttl: int, not_before_ms: int | None, now_ms: int) -> bool:
     return ttl > now_ms // 1000 and (not_before_ms is None or not_before_ms <= now_ms)
 
 
-def _translate(exc: ClientError, table: str) -> Exception:
-    code = exc.response.get("Error", {}).get("Code", "")
-    message = exc.response.get("Error", {}).get("Message", "")
-    if code == "ConditionalCheckFailedException":
-        return _ConditionLost(message)
-    if code == "ResourceNotFoundException":
-        return StoreError(f"table {table!r} (or its index) does not exist: check QUEUE_TABLE_NAME and that the stack is deployed")
-    if code in {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"}:
-        return StoreError(f"DynamoDB is throttling {table!r} even after retries ({code}); the caller should retry later")
-    if code == "ValidationException":
-        return StoreError(f"DynamoDB rejected a request on {table!r} as invalid: {message}")
-    return StoreError(f"DynamoDB error {code or 'unknown'} on {table!r}: {message}")
-
-
 def _key(task_id: str) -> dict[str, AttributeValue]:
     return {"taskId": {"S": task_id}}
-
-
-def _json(value: Mapping[str, Any]) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
 
 
 # ==== operations on waiting and dead-lettered tasks, and reads for operators ====================
@@ -906,6 +981,7 @@ _HINTS: dict[TaskStatus, str] = {
     TaskStatus.FAILURE: "it is dead-lettered; redrive it first",
     TaskStatus.CANCELLED: "it was cancelled; redrive it first",
     TaskStatus.PENDING: "it is still waiting; redrive is only for FAILURE or CANCELLED tasks",
+    TaskStatus.SHED: "it passed its ttl unserved (shed); create a new task to run it again",
 }
 
 # Index-backed states a listing walks by default (SUCCESS needs a scan; ask for it by name).

@@ -13,6 +13,8 @@ from taskqueue.states import TaskStatus
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 # Agent-table queue entries (taskqueue.agents) carry entity="entry" and the queue whose calls they serve.
 AGENT_ENTRY_ENTITY = "entry"
+# The taskStatus values a task image may carry; any other is a malformed record.
+_STATES = tuple(status.value for status in TaskStatus)
 
 
 class ChangeKind(StrEnum):
@@ -63,4 +65,11 @@ def _task_image(image: Mapping[str, Any] | None, which: str, event_name: str) ->
     missing = [name for name in ("taskId", "queue", "taskStatus") if name not in image]
     if missing:
         raise InvalidTaskInput(f"{event_name} record's {which} is not a task: missing {', '.join(missing)}")
+    if not isinstance(image["queue"], str) or not image["queue"]:
+        raise InvalidTaskInput(f"{event_name} record's {which} names no queue (queue={image['queue']!r})")
+    if image["taskStatus"] not in _STATES:
+        raise InvalidTaskInput(
+            f"{event_name} record's {which} has taskStatus={image['taskStatus']!r}, which is no state "
+            f"(one of {', '.join(_STATES)})"
+        )
     return image

@@ -2,13 +2,16 @@
 
 One invocation = one ``Worker.run``: recover expired leases, then until the claim deadline query the
 queue's next claimable tasks, claim as many as there are free runner slots, run them concurrently, and
-record SUCCESS / FAILURE, or release for a retry with backoff. It reports whether claimable work remains,
-so the handler can tail-call.
+record SUCCESS / FAILURE, or release for a retry with backoff. While tasks run, their leases are renewed
+(``taskqueue.lease``). Every runner thread's outcome is read: an error recording it (throttling past the
+SDK's retries, a refused request) is logged and counted, never dropped. It reports whether claimable work
+remains, so the handler can tail-call.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,16 +19,20 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from taskqueue.clock import Clock, SystemClock
-from taskqueue.errors import PermanentTaskError
-from taskqueue.model import Task
+from taskqueue.errors import ConfigError, PermanentTaskError, ResultTooLarge
+from taskqueue.lease import Lease, run_with_lease
+from taskqueue.model import Task, check_result_size
 from taskqueue.runner import TaskRunner
 from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
 
 logger = Logger(child=True)
 
-# While tasks run and the queue looks empty, look again this often for new arrivals.
+# While tasks run, or while a retry is not yet due, look again this often for new arrivals.
 IDLE_POLL_SECONDS = 1.0
+# After a round whose every claim was lost (another worker won, or a stale index entry), pause this long
+# (jittered) before reading the index again, instead of spinning on the same entries.
+LOST_ROUND_PAUSE_SECONDS = 0.2
 
 
 @dataclass
@@ -37,6 +44,9 @@ class WorkerReport:
     failed: int = 0
     released: int = 0
     lost: int = 0
+    errors: int = 0  # outcomes that could not be recorded (logged): the task is recovered after its lease
+    shed: int = 0  # PENDING tasks past their ttl that this run met and shed
+    leases_renewed: int = 0
     claim_ages_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
     work_remains: bool = False
@@ -72,6 +82,7 @@ class Worker:
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
         self._settings = store.settings
+        self._count_lock = threading.Lock()
 
     def recover_leases(self, queue: str, report: WorkerReport) -> None:
         # No extra backoff: a task whose lease expired has already waited a whole lease.
@@ -82,21 +93,31 @@ class Worker:
         if report.recovered:
             logger.warning("expired leases recovered", extra={"queue": queue, **outcome})
 
-    def run(self, queue: str, claim_seconds: float) -> WorkerReport:
+    def run(self, queue: str, claim_seconds: float, hold_seconds: float | None = None) -> WorkerReport:
+        """Claim and run tasks of ``queue`` for ``claim_seconds``. ``hold_seconds`` is how long this invocation
+        may hold a claimed task (its remaining time): a lease shorter than that is refused before any claim,
+        since a task could be recovered and run twice while it still runs if every heartbeat failed."""
+        lease_seconds = self._settings.lease_seconds
+        if hold_seconds is not None and lease_seconds < hold_seconds:
+            raise ConfigError(
+                f"LEASE_SECONDS={lease_seconds} is shorter than this invocation can hold a task ({hold_seconds:.0f} s, "
+                "its remaining time): set LeaseSeconds to at least the function's Timeout"
+            )
         report = WorkerReport(queue=queue)
         self.recover_leases(queue, report)
         deadline = self._clock.monotonic() + claim_seconds
-        running: dict[Future[None], Task] = {}
+        running: dict[Future[None], Lease] = {}
         with ThreadPoolExecutor(max_workers=self._capacity, thread_name_prefix=f"{queue}-runner") as pool:
             while True:
-                running = {f: t for f, t in running.items() if not f.done()}
+                running = self._collect(running, report)
+                self._heartbeat(running.values(), report)
                 left = deadline - self._clock.monotonic()
                 if left <= 0:
                     report.stopped_by = "budget"
                     break
                 free = self._capacity - len(running)
                 if free == 0:
-                    wait(running, timeout=left, return_when=FIRST_COMPLETED)
+                    wait(running, timeout=min(left, self._heartbeat_seconds()), return_when=FIRST_COMPLETED)
                     continue
                 candidates = self._store.candidates(queue, self._settings.page_size)
                 if not candidates:
@@ -107,9 +128,11 @@ class Worker:
                     if due_in is None or due_in >= left:
                         report.stopped_by = "empty"
                         break
-                    # A retry (or delayed task) falls due inside the budget: wait for it rather than strand it.
-                    self._clock.sleep(due_in)
+                    # A retry (or delayed task) falls due inside the budget: wait for it rather than strand it,
+                    # looking again at least every poll interval for new arrivals.
+                    self._clock.sleep(max(0.01, min(due_in, IDLE_POLL_SECONDS)))
                     continue
+                claimed_now = 0
                 for candidate in candidates:
                     if free == 0:
                         break
@@ -118,26 +141,84 @@ class Worker:
                         report.lost += 1
                         continue
                     free -= 1
+                    claimed_now += 1
                     report.claimed += 1
                     report.claim_ages_ms.append(task.updated_ms - task.created_ms)
-                    running[pool.submit(self._run_one, task, report)] = task
-            # Leaving the with-block waits for the tasks in flight: they finish inside their lease.
+                    lease = Lease(task, self._store, self._owner, self._clock)
+                    running[pool.submit(self._run_one, lease, report)] = lease
+                if claimed_now == 0:
+                    # Every claim lost (another worker, or index entries not yet updated): do not spin on them.
+                    self._clock.sleep(min(left, self._rng.uniform(0.5, 1.0) * LOST_ROUND_PAUSE_SECONDS))
+            # Tasks in flight finish inside their leases, which the heartbeat keeps.
+            while running:
+                wait(running, timeout=self._heartbeat_seconds(), return_when=FIRST_COMPLETED)
+                running = self._collect(running, report)
+                self._heartbeat(running.values(), report)
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach.
         due_in = self._due_in_seconds(queue)
         report.work_remains = self._store.has_claimable(queue) or (
             due_in is not None and due_in < self._settings.time_budget_seconds
         )
+        report.shed += self._store.drain_shed().get(queue, 0)
         return report
+
+    def _heartbeat_seconds(self) -> float:
+        return max(0.05, self._settings.lease_seconds * (1 - 2 / 3) / 2)
+
+    def _heartbeat(self, leases: Any, report: WorkerReport) -> None:
+        for lease in leases:
+            if not lease.due():
+                continue
+            if lease.renew():
+                self._add(report, "leases_renewed")
+            else:
+                logger.warning(
+                    "lease lost while the task runs: it may be recovered and run again",
+                    extra={"task_id": lease.task.task_id, "queue": lease.task.queue},
+                )
+
+    def _collect(self, running: dict[Future[None], Lease], report: WorkerReport) -> dict[Future[None], Lease]:
+        """Keep the futures still running; read every finished one, so no runner thread's error is lost."""
+        still: dict[Future[None], Lease] = {}
+        for future, lease in running.items():
+            if not future.done():
+                still[future] = lease
+                continue
+            error = future.exception()
+            if error is not None:  # _run_one reports its own errors: this is a defect in it, still counted
+                self._add(report, "errors")
+                logger.error(
+                    "runner thread failed", extra={"task_id": lease.task.task_id, "error": repr(error)}, exc_info=error
+                )
+        return still
 
     def _due_in_seconds(self, queue: str) -> float | None:
         due = self._store.next_due_ms(queue)
         return None if due is None else max(0.0, (due - self._clock.now_ms()) / 1000)
 
-    def _run_one(self, task: Task, report: WorkerReport) -> None:
+    def _add(self, report: WorkerReport, name: str) -> None:
+        with self._count_lock:
+            setattr(report, name, getattr(report, name) + 1)
+
+    def _run_one(self, lease: Lease, report: WorkerReport) -> None:
+        task = lease.task
         log = {"task_id": task.task_id, "queue": task.queue, "attempt": task.attempts}
         try:
-            result = self._runner(task)
-        except PermanentTaskError as exc:
+            self._attempt(lease, report, log)
+        except Exception as exc:  # recording the outcome failed: the lease will expire and the task run again
+            self._add(report, "errors")
+            logger.exception(
+                "could not record the task's outcome; it stays TAKEN until its lease expires, then runs again",
+                extra={**log, "error": f"{type(exc).__name__}: {exc}"},
+            )
+
+    def _attempt(self, lease: Lease, report: WorkerReport, log: dict[str, Any]) -> None:
+        task = lease.task
+        try:
+            result = run_with_lease(lease, lambda: self._runner(task))
+            outcome = result if isinstance(result, dict) else None
+            check_result_size(outcome)
+        except (PermanentTaskError, ResultTooLarge) as exc:
             self._finish_failed(task, f"permanent error: {exc}", report, log)
         except Exception as exc:  # any other runner error is a failed attempt, retried while attempts remain
             error = f"{type(exc).__name__}: {exc}"
@@ -146,24 +227,23 @@ class Worker:
                 return
             delay = backoff_ms(task.attempts, self._settings.retry_base_seconds, self._settings.retry_max_seconds, self._rng)
             if self._store.release(task, self._owner, not_before_ms=self._clock.now_ms() + delay, error=error):
-                report.released += 1
+                self._add(report, "released")
                 logger.info("attempt failed; task released for retry", extra={**log, "error": error, "retry_in_ms": delay})
             else:
-                report.lost += 1
-                logger.warning("lease lost before release", extra=log)
+                self._add(report, "lost")
+                logger.warning("lease lost before release; the task will be recovered by lease expiry", extra=log)
         else:
-            outcome = result if isinstance(result, dict) else None
             if self._store.complete(task, self._owner, outcome):
-                report.succeeded += 1
+                self._add(report, "succeeded")
                 logger.info("task succeeded", extra=log)
             else:
-                report.lost += 1
-                logger.warning("lease lost before completion; the task will be recovered and retried", extra=log)
+                self._add(report, "lost")
+                logger.warning("lease lost before completion; lease recovery decides whether it runs again", extra=log)
 
     def _finish_failed(self, task: Task, error: str, report: WorkerReport, log: dict[str, Any]) -> None:
         if self._store.fail(task, self._owner, error):
-            report.failed += 1
+            self._add(report, "failed")
             logger.error("task failed (dead-lettered)", extra={**log, "error": error, "status": TaskStatus.FAILURE})
         else:
-            report.lost += 1
+            self._add(report, "lost")
             logger.warning("lease lost before recording the failure", extra=log)

@@ -1,0 +1,92 @@
+"""The AgentEvents handler against moto: agentAvailable / agentOffline / callEnded / queueDepth, the event files,
+refused events, the AgentEvents metric. These events used to go to the Matcher, whose reserved concurrency made
+Lambda refuse them (HTTP 429) while a matching run was in progress: they have their own function now."""
+
+import json
+from typing import Any
+
+import pytest
+
+from taskqueue.errors import InvalidTaskInput
+from taskqueue.matcher import MatcherServices
+from taskqueue.matching import MatchSettings, ProfileTooLarge
+from tests.agent_support import AGENT_TABLE, agent_table  # noqa: F401 (fixture)
+from tests.support import LambdaContextStub, load_event, load_function
+
+app = load_function("agent_events")
+
+OVERSIZED = {"agentId": "a", "attributes": {"language": [f"l{i}" for i in range(30)], "gender": ["f", "m", "x"]}}
+
+
+@pytest.fixture
+def msvc(services, agent_table) -> MatcherServices:
+    return MatcherServices.of(services, MatchSettings(agent_table_name=AGENT_TABLE), agent_table)
+
+
+def invoke(event: dict[str, Any], svc: Any, request_id: str = "req-1") -> dict[str, Any]:
+    original = app.services
+    app.services = lambda: svc
+    try:
+        return app.lambda_handler(event, LambdaContextStub(request_id=request_id))
+    finally:
+        app.services = original
+
+
+def metrics_of(capsys) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for line in capsys.readouterr().out.splitlines():
+        try:
+            blob = json.loads(line)
+        except ValueError:
+            continue
+        for definition in blob.get("_aws", {}).get("CloudWatchMetrics", []):
+            for metric in definition["Metrics"]:
+                value = blob[metric["Name"]]
+                totals[metric["Name"]] = totals.get(metric["Name"], 0) + (sum(value) if isinstance(value, list) else value)
+                assert [sorted(d) for d in definition["Dimensions"]] == [["queue", "service"]] and blob["queue"] == "calls"
+    return totals
+
+
+def test_event_files_drive_the_agent_lifecycle(msvc):
+    assert invoke(load_event("agent_events-agent-available.json"), msvc) == {
+        "action": "agentAvailable", "agentId": "agent-0042", "outcome": "queued"}
+    assert invoke(load_event("agent_events-agent-available.json"), msvc)["outcome"] == "already-queued"
+    assert invoke(load_event("agent_events-queue-depth.json"), msvc) == {"queueKey": "Q#gender=f#language=fr", "depth": 1}
+    assert invoke(load_event("agent_events-call-ended.json"), msvc)["outcome"] == "already-queued"
+    assert invoke(load_event("agent_events-agent-offline.json"), msvc)["outcome"] == "offline"
+    assert invoke(load_event("agent_events-queue-depth.json"), msvc)["depth"] == 0
+
+
+def test_each_agent_event_counts_one_agent_events_metric(msvc, capsys):
+    capsys.readouterr()
+    invoke(load_event("agent_events-agent-available.json"), msvc)
+    invoke(load_event("agent_events-call-ended.json"), msvc)
+    invoke(load_event("agent_events-agent-offline.json"), msvc)
+    invoke(load_event("agent_events-queue-depth.json"), msvc)  # a read: not counted
+    assert metrics_of(capsys) == {"AgentEvents": 3}
+
+
+@pytest.mark.parametrize(
+    "event, error",
+    [
+        ({"action": "dance"}, "unknown action"),
+        ({"action": "agentOffline"}, "agentId"),
+        ({"action": "callEnded", "agentId": "a", "callId": 7}, "callId"),
+        ({"action": "agentAvailable", "agent": OVERSIZED}, "limit of 100"),
+    ],
+)
+def test_bad_agent_events_are_refused_with_the_reason(msvc, event, error):
+    with pytest.raises(InvalidTaskInput, match=error):
+        invoke(event, msvc)
+
+
+def test_oversized_profile_error_names_the_limit_and_count(msvc):
+    event = {"action": "agentAvailable", "agent": OVERSIZED}
+    with pytest.raises(ProfileTooLarge, match=r"124 attribute combinations.*126 items.*limit of 100"):
+        invoke(event, msvc)
+
+
+@pytest.mark.parametrize("event", [{"queue": "calls"}, load_event("matcher-sns-wake.json")])
+def test_a_wake_up_is_not_an_agent_event(msvc, event):
+    with pytest.raises(InvalidTaskInput, match="Matcher"):
+        invoke(event, msvc)

@@ -1,0 +1,98 @@
+"""template.yaml and the settings loader agree: no parameter value the template accepts is refused by
+taskqueue.settings at the first invocation, and the lease outlasts any invocation that can hold a claim."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from taskqueue.settings import BOUNDS
+from tests.support import template
+
+TPL = template()
+PARAMETERS: dict[str, dict[str, Any]] = TPL["Parameters"]
+FUNCTIONS = {name: r for name, r in TPL["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
+GLOBALS = TPL["Globals"]["Function"]
+# The functions that claim tasks: one invocation may hold a claimed task until its timeout.
+WORKERS = ("ProcessTasksFunction", "MatcherFunction")
+
+
+def environments() -> Iterator[tuple[str, Mapping[str, Any]]]:
+    yield "Globals", (GLOBALS.get("Environment") or {}).get("Variables") or {}
+    for name, resource in FUNCTIONS.items():
+        yield name, ((resource["Properties"].get("Environment") or {}).get("Variables") or {})
+
+
+def number_parameters_fed() -> list[tuple[str, str, str]]:
+    """(where, environment variable, parameter) for every Number parameter that sets a variable."""
+    fed = []
+    for where, variables in environments():
+        for variable, value in variables.items():
+            if isinstance(value, dict) and set(value) == {"Ref"} and PARAMETERS.get(value["Ref"], {}).get("Type") == "Number":
+                fed.append((where, variable, value["Ref"]))
+    return fed
+
+
+def range_problems(parameter: str, spec: Mapping[str, Any], variable: str) -> list[str]:
+    """What is wrong with a Number parameter's range for the variable it feeds (empty: nothing)."""
+    if variable not in BOUNDS:
+        return [f"{parameter} feeds {variable}, which has no bounds in taskqueue.settings.BOUNDS"]
+    low, high = BOUNDS[variable]
+    problems = []
+    for field in ("MinValue", "MaxValue"):
+        if field not in spec:
+            problems.append(f"{parameter} has no {field}: the template admits values {variable} refuses")
+    if "MinValue" in spec and float(spec["MinValue"]) < low:
+        problems.append(f"{parameter} MinValue {spec['MinValue']} is below {variable}'s lowest value {low}")
+    if "MaxValue" in spec and float(spec["MaxValue"]) > high:
+        problems.append(f"{parameter} MaxValue {spec['MaxValue']} is above {variable}'s highest value {high}")
+    if "Default" in spec and not low <= float(spec["Default"]) <= high:
+        problems.append(f"{parameter} Default {spec['Default']} is outside {low}..{high}")
+    return problems
+
+
+def timeout_of(function: str) -> float:
+    return float(FUNCTIONS[function]["Properties"].get("Timeout", GLOBALS.get("Timeout", 3)))
+
+
+def test_the_template_feeds_the_settings_numbers_from_parameters():
+    fed = {variable for _, variable, _ in number_parameters_fed()}
+    assert {"QUEUE_SHARDS", "DEFAULT_TTL_SECONDS", "RETENTION_SECONDS", "MAX_ATTEMPTS", "LEASE_SECONDS", "PAGE_SIZE",
+            "TIME_BUDGET_SECONDS", "RUNNER_CAPACITY", "FAKE_RUNNER_DURATION_SECONDS", "FAKE_RUNNER_FAILURE_RATE"} <= fed
+
+
+@pytest.mark.parametrize(("where", "variable", "parameter"), number_parameters_fed())
+def test_every_number_parameter_lies_inside_the_bounds_of_its_variable(where, variable, parameter):
+    assert range_problems(parameter, PARAMETERS[parameter], variable) == [], where
+
+
+def test_literal_numbers_in_an_environment_lie_inside_the_bounds_too():
+    for where, variables in environments():
+        for variable, value in variables.items():
+            if variable in BOUNDS and isinstance(value, (int, float, str)) and not isinstance(value, bool):
+                low, high = BOUNDS[variable]
+                assert low <= float(value) <= high, (where, variable, value)
+
+
+def test_the_check_refuses_an_open_or_too_wide_range():
+    low, high = BOUNDS["LEASE_SECONDS"]
+    assert range_problems("P", {"Type": "Number", "MinValue": low}, "LEASE_SECONDS") == [
+        "P has no MaxValue: the template admits values LEASE_SECONDS refuses"
+    ]
+    assert range_problems("P", {"Type": "Number", "MinValue": low, "MaxValue": high + 1}, "LEASE_SECONDS")
+    assert range_problems("P", {"Type": "Number", "MinValue": low - 1, "MaxValue": high}, "LEASE_SECONDS")
+    assert range_problems("P", {"Type": "Number", "MinValue": low, "MaxValue": high}, "NOT_A_SETTING")
+    assert range_problems("P", {"Type": "Number", "MinValue": low, "MaxValue": high}, "LEASE_SECONDS") == []
+
+
+def test_the_lease_outlasts_the_invocation_that_holds_the_claim():
+    """A worker invocation can hold a claimed task until its timeout: a shorter lease would let another
+    invocation claim the same task while the first still runs it."""
+    longest = max(timeout_of(function) for function in WORKERS)
+    assert longest == 180
+    lease = PARAMETERS["LeaseSeconds"]
+    assert float(lease["MinValue"]) >= longest
+    assert float(lease["Default"]) >= longest
+    assert ("Globals", "LEASE_SECONDS", "LeaseSeconds") in number_parameters_fed()
