@@ -13,7 +13,7 @@ from taskqueue.lease import LeaseLost, extend_lease
 from taskqueue.model import MAX_RESULT_BYTES, new_tasks, parse_create_request
 from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.worker import IDLE_POLL_SECONDS, Worker
+from taskqueue.worker import IDLE_POLL_SECONDS, RECORD_ATTEMPTS, Worker
 from tests.conftest import make_settings
 from tests.faults import FaultyClient
 
@@ -44,7 +44,8 @@ def test_an_error_recording_the_outcome_is_logged_and_counted_not_dropped(dynamo
     (task_id,) = create(store, clock)
 
     def runner(task):
-        client.fail("update_item", "ThrottlingException")  # the completion is throttled past botocore's retries
+        # The completion is throttled past botocore's retries, every time the worker tries.
+        client.fail("update_item", *["ThrottlingException"] * RECORD_ATTEMPTS)
         return {"ok": True}
 
     report = worker(store, runner, clock).run("work", 5)
@@ -52,6 +53,22 @@ def test_an_error_recording_the_outcome_is_logged_and_counted_not_dropped(dynamo
     assert store.get(task_id).status is TaskStatus.TAKEN  # recovered once its lease expires
     (record,) = [r for r in caplog.records if "could not record the task's outcome" in r.getMessage()]
     assert record.levelname == "ERROR" and "ThrottlingException" in str(record.__dict__.get("error"))
+
+
+def test_a_throttled_completion_is_recorded_later_not_run_twice(dynamodb, settings, clock):
+    client = FaultyClient(dynamodb)
+    store = TaskStore(client, settings, clock)
+    (task_id,) = create(store, clock)
+    runs: list[str] = []
+
+    def runner(task):
+        runs.append(task.task_id)
+        client.fail("update_item", *["ProvisionedThroughputExceededException"] * (RECORD_ATTEMPTS - 1))
+        return {"ok": True}
+
+    report = worker(store, runner, clock).run("work", 5)
+    assert (report.succeeded, report.errors) == (1, 0) and runs == [task_id]
+    assert store.get(task_id).status is TaskStatus.SUCCESS
 
 
 def test_the_heartbeat_keeps_a_task_longer_than_its_lease_from_being_recovered(dynamodb, topics):

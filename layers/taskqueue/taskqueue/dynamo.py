@@ -69,8 +69,23 @@ def call(
     raise AssertionError("unreachable")
 
 
+RETRYABLE_CODES = THROTTLING_CODES | {"InternalServerError", "ServiceUnavailable"}
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Did DynamoDB refuse for a passing reason (throttling, a server error), so that trying later may work?"""
+    return bool(getattr(exc, "retryable", False))
+
+
 def translate(exc: ClientError, table: str, setting: str, error: type[TaskQueueError]) -> Exception:
-    """``setting`` names the environment variable that holds the table's name (for the hint)."""
+    """``setting`` names the environment variable that holds the table's name (for the hint). The error
+    returned carries ``retryable`` (see ``is_retryable``)."""
+    translated = _translate(exc, table, setting, error)
+    translated.retryable = error_code(exc) in RETRYABLE_CODES  # type: ignore[attr-defined]
+    return translated
+
+
+def _translate(exc: ClientError, table: str, setting: str, error: type[TaskQueueError]) -> Exception:
     code = error_code(exc)
     message = exc.response.get("Error", {}).get("Message", "")
     if code == "ConditionalCheckFailedException":

@@ -18,10 +18,11 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from taskqueue import dynamo
 from taskqueue.clock import Clock, SystemClock
-from taskqueue.errors import ConfigError, PermanentTaskError, ResultTooLarge
+from taskqueue.errors import ConfigError, PermanentTaskError, ResultTooLarge, TaskQueueError
 from taskqueue.lease import Lease, run_with_lease
-from taskqueue.model import Task, check_result_size
+from taskqueue.model import check_result_size
 from taskqueue.runner import TaskRunner
 from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
@@ -33,6 +34,11 @@ IDLE_POLL_SECONDS = 1.0
 # After a round whose every claim was lost (another worker won, or a stale index entry), pause this long
 # (jittered) before reading the index again, instead of spinning on the same entries.
 LOST_ROUND_PAUSE_SECONDS = 0.2
+# Recording an outcome that DynamoDB refused for a passing reason (throttling past the SDK's own retries) is
+# tried again this many times, with jittered backoff, while the lease holds: a result recorded late is better
+# than a task run twice.
+RECORD_ATTEMPTS = 5
+_RECORD_BACKOFF_SECONDS = 0.5
 
 
 @dataclass
@@ -169,7 +175,12 @@ class Worker:
         for lease in leases:
             if not lease.due():
                 continue
-            if lease.renew():
+            try:
+                renewed = lease.renew()
+            except TaskQueueError as exc:  # throttled past the SDK's retries: the next beat tries again
+                logger.warning("lease renewal failed; trying again", extra={"task_id": lease.task.task_id, "error": str(exc)})
+                continue
+            if renewed:
                 self._add(report, "leases_renewed")
             else:
                 logger.warning(
@@ -219,29 +230,54 @@ class Worker:
             outcome = result if isinstance(result, dict) else None
             check_result_size(outcome)
         except (PermanentTaskError, ResultTooLarge) as exc:
-            self._finish_failed(task, f"permanent error: {exc}", report, log)
+            self._finish_failed(lease, f"permanent error: {exc}", report, log)
         except Exception as exc:  # any other runner error is a failed attempt, retried while attempts remain
             error = f"{type(exc).__name__}: {exc}"
             if task.attempts >= task.max_attempts:
-                self._finish_failed(task, f"attempts exhausted ({task.attempts}); last error {error}", report, log)
+                self._finish_failed(lease, f"attempts exhausted ({task.attempts}); last error {error}", report, log)
                 return
             delay = backoff_ms(task.attempts, self._settings.retry_base_seconds, self._settings.retry_max_seconds, self._rng)
-            if self._store.release(task, self._owner, not_before_ms=self._clock.now_ms() + delay, error=error):
+            released = self._record(
+                lease, lambda: self._store.release(task, self._owner, not_before_ms=self._clock.now_ms() + delay, error=error)
+            )
+            if released:
                 self._add(report, "released")
                 logger.info("attempt failed; task released for retry", extra={**log, "error": error, "retry_in_ms": delay})
             else:
                 self._add(report, "lost")
                 logger.warning("lease lost before release; the task will be recovered by lease expiry", extra=log)
         else:
-            if self._store.complete(task, self._owner, outcome):
+            if self._record(lease, lambda: self._store.complete(task, self._owner, outcome)):
                 self._add(report, "succeeded")
                 logger.info("task succeeded", extra=log)
             else:
                 self._add(report, "lost")
                 logger.warning("lease lost before completion; lease recovery decides whether it runs again", extra=log)
 
-    def _finish_failed(self, task: Task, error: str, report: WorkerReport, log: dict[str, Any]) -> None:
-        if self._store.fail(task, self._owner, error):
+    def _record(self, lease: Lease, write: Any) -> bool:
+        """Run one outcome write; a passing refusal (throttling) is retried with backoff while the lease lasts,
+        and the lease is renewed meanwhile. Anything else, or the last refusal, propagates to ``_run_one``."""
+        for attempt in range(1, RECORD_ATTEMPTS + 1):
+            try:
+                return bool(write())
+            except Exception as exc:
+                if not dynamo.is_retryable(exc) or attempt == RECORD_ATTEMPTS or lease.lost:
+                    raise
+                logger.warning(
+                    "recording the outcome was refused for now; trying again",
+                    extra={"task_id": lease.task.task_id, "attempt": attempt, "error": str(exc)},
+                )
+                self._clock.sleep(self._rng.uniform(0.5, 1.0) * _RECORD_BACKOFF_SECONDS * 2 ** (attempt - 1))
+                if lease.due():
+                    try:
+                        lease.renew()
+                    except TaskQueueError:
+                        pass  # the write below tells whether the lease still holds
+        raise AssertionError("unreachable")
+
+    def _finish_failed(self, lease: Lease, error: str, report: WorkerReport, log: dict[str, Any]) -> None:
+        task = lease.task
+        if self._record(lease, lambda: self._store.fail(task, self._owner, error)):
             self._add(report, "failed")
             logger.error("task failed (dead-lettered)", extra={**log, "error": error, "status": TaskStatus.FAILURE})
         else:
