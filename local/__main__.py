@@ -13,6 +13,7 @@ from typing import Any
 from local import callcenter
 from local import report as reports
 from local.engine import REPO, Engine
+from local.faults import Faults, FaultsError
 from local.template import TemplateError
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
@@ -81,9 +82,11 @@ def demo(args: argparse.Namespace) -> int:
     arrivals = {"CreateTasksFunction"}
     print(f"Scenario {scenario['name']!r}: {scenario.get('description', '')}")
     print(f"Parameters: {' '.join(f'{k}={v}' for k, v in params.items())}; time scale {scenario['time_scale']}")
+    faults = scenario_faults(args, scenario)
     wall = time.monotonic()
     engine = Engine(args.template, params, endpoint_url=args.endpoint_url, time_scale=scenario["time_scale"],
-                    log_file=out / f"{name}.functions.log", ttl_lateness=scenario.get("ttl_lateness_seconds", 2.0))
+                    log_file=out / f"{name}.functions.log", ttl_lateness=scenario.get("ttl_lateness_seconds", 2.0),
+                    faults=faults)
     timeline: list[dict[str, Any]] = []
     tty = sys.stdout.isatty()
     try:
@@ -117,11 +120,13 @@ def demo(args: argparse.Namespace) -> int:
             time.sleep(0.5)
         _line(progress(engine, time.monotonic() - start), tty, final=True)
         report = reports.build(engine, scenario, timeline, time.monotonic() - wall)
+        report["faults"] = engine.fault_report()
     finally:
         engine.stop()
     json_path, png_path = reports.write(report, out, name)
     print()
     print(reports.summary_table(report))
+    print_faults(report["faults"])
     print()
     print(f"Report: {json_path}")
     print(f"Chart:  {png_path}")
@@ -136,9 +141,11 @@ def callcenter_demo(args: argparse.Namespace, scenario: dict[str, Any]) -> int:
     name = f"{scenario['name']}-{time.strftime('%Y%m%d-%H%M%S')}"
     print(f"Scenario {scenario['name']!r}: {scenario.get('description', '')}")
     print(f"Parameters: {' '.join(f'{k}={v}' for k, v in params.items())}; time scale {scenario['time_scale']}")
+    faults = scenario_faults(args, scenario)
     wall = time.monotonic()
     engine = Engine(args.template, params, endpoint_url=args.endpoint_url, time_scale=scenario["time_scale"],
-                    log_file=out / f"{name}.functions.log", ttl_lateness=scenario.get("ttl_lateness_seconds", 2.0))
+                    log_file=out / f"{name}.functions.log", ttl_lateness=scenario.get("ttl_lateness_seconds", 2.0),
+                    faults=faults)
     tty = sys.stdout.isatty()
     try:
         engine.start()
@@ -147,16 +154,45 @@ def callcenter_demo(args: argparse.Namespace, scenario: dict[str, Any]) -> int:
         center = callcenter.CallCenter(engine, scenario)
         report = center.run(lambda text, final: _line(text, tty, final), print_every=1.0 if tty else 10.0)
         report["wall_seconds"] = round(time.monotonic() - wall, 1)
+        report["faults"] = engine.fault_report()
     finally:
         engine.stop()
     json_path, png_path = callcenter.write(report, out, name)
     print()
     print(callcenter.summary_table(report))
+    print_faults(report["faults"])
     print()
     print(f"Report: {json_path}")
     print(f"Chart:  {png_path}")
     print(f"Function logs: {out / f'{name}.functions.log'}")
     return 0
+
+
+def scenario_faults(args: argparse.Namespace, scenario: dict[str, Any]) -> Faults:
+    """``--faults`` (a JSON object or file), else the scenario's ``"faults"`` object, else none."""
+    if getattr(args, "faults", None):
+        faults = Faults.parse(args.faults)
+    else:
+        faults = Faults.from_dict(scenario.get("faults") or {})
+    if faults != Faults():
+        print(f"Faults: {faults.describe()}")
+    return faults
+
+
+def print_faults(report: dict[str, Any]) -> None:
+    """One line per fault that acted: what the emulator refused or delayed, TTL deletions, Lambda 429s."""
+    if report["setting"] == Faults().to_dict():
+        return
+    print(f"Faults: {report['description']}")
+    emulator = report.get("emulator") or {}
+    for name, counts in (emulator.get("errors") or {}).items():
+        if counts and name != "requests_seen":
+            print(f"  {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    for part in ("item_size", "index_lag"):
+        if emulator.get(part):
+            print(f"  {part}: " + ", ".join(f"{k} {v}" for k, v in sorted(emulator[part].items())))
+    throttles = ", ".join(f"{k} {v}" for k, v in report["lambda_throttles"].items() if v) or "none"
+    print(f"  TTL deletions: {report['ttl']['deleted']}; Lambda 429s: {throttles}")
 
 
 def _line(text: str, tty: bool, final: bool = False) -> None:
@@ -170,7 +206,7 @@ def _line(text: str, tty: bool, final: bool = False) -> None:
 def invoke(args: argparse.Namespace) -> int:
     event = json.loads(Path(args.event).read_text()) if args.event != "-" else json.load(sys.stdin)
     engine = Engine(args.template, parse_overrides(args.param_overrides), endpoint_url=args.endpoint_url,
-                    schedules=False)
+                    schedules=False, faults=Faults.parse(args.faults) if args.faults else None)
     try:
         engine.start()
         try:
@@ -206,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     common.add_argument("--template", default=str(REPO / "template.yaml"))
     common.add_argument("--param-overrides", nargs="*", default=[], metavar="Name=Value")
     common.add_argument("--endpoint-url", default=None, help="use this AWS endpoint instead of the embedded emulator")
+    common.add_argument("--faults", default=None, metavar="JSON|FILE",
+                        help='faults to inject, e.g. \'{"seed": 7, "sns_publish_errors": {"share": 0.2}}\' '
+                             "(docs/local-engine.md#faults)")
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("demo", parents=[common], help="run a scenario end to end and write a report and a chart")
     d.add_argument("--scenario", default="steady", help="steady, overload, burst, callcenter, or a path to a scenario .json")
@@ -219,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         return demo(args) if args.command == "demo" else invoke(args)
     except TemplateError as exc:
         print(f"template error: {exc}", file=sys.stderr)
+        return 2
+    except FaultsError as exc:
+        print(f"faults: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

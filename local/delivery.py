@@ -42,6 +42,8 @@ class _AsyncEvent:
     received: float = field(compare=False)
     attempts: int = field(default=0, compare=False)  # invocations that ran and failed
     throttles: int = field(default=0, compare=False)
+    # One request id for every attempt of the event, as Lambda keeps it across its retries.
+    request_id: str = field(default_factory=lambda: str(uuid.uuid4()), compare=False)
 
 
 class AsyncInvoker:
@@ -123,7 +125,7 @@ class AsyncInvoker:
             self._failure(event, "EventAgeExceeded", None)
             self._done()
             return
-        inv = self.pool.try_invoke(event.payload)
+        inv = self.pool.try_invoke(event.payload, request_id=event.request_id)
         if inv.throttled:
             self.stats["throttled"] += 1
             event.throttles += 1

@@ -16,8 +16,14 @@ matcher concurrency test (``tests/serialized_moto.py``) and the matcher benchmar
   (``tests/matcher_load.py``). Read through ``Emulator.commits``; ``requests`` and ``cancelled`` count
   requests and refused transactions.
 
+- **Faults** (``faults=``, ``local/faults.py``): between the lock and moto, the fault chain
+  (``local/fault_server.py``) can refuse a share of DynamoDB requests and SNS publishes, answer GSI queries
+  from the past (index lag) and enforce DynamoDB's 400 KB item-size limit; ``fault_report()`` /
+  ``set_faults()`` read and replace the setting while the server runs. Clients made with
+  ``client(..., faults=False)`` (``X-Local-Faults: off``) are never faulted.
+
 It runs as its own process (its own GIL, so the threads that drive it do not slow it down):
-``python -m local.emulator [--port N] [--record-transactions] [--no-fast-transactions]`` prints
+``python -m local.emulator [--port N] [--record-transactions] [--no-fast-transactions] [--faults JSON]`` prints
 ``PORT <n>`` once it listens. The control paths under ``/_local/`` (stats, commit log) bypass the lock.
 """
 
@@ -31,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from typing import Any, Callable
 
@@ -41,8 +48,9 @@ class SerializedApp:
     """A WSGI wrapper that lets one request at a time into the wrapped app (body fully built inside), and
     optionally records the body of every committed TransactWriteItems."""
 
-    def __init__(self, app: Any, record_transactions: bool = False) -> None:
+    def __init__(self, app: Any, record_transactions: bool = False, faults: Any = None) -> None:
         self._app = app
+        self.faults = faults  # the fault chain (local/fault_server.py) inside ``app``, for /_local/faults
         self._lock = threading.Lock()
         self.record_transactions = record_transactions
         self.commits: list[dict[str, Any]] = []
@@ -83,6 +91,15 @@ class SerializedApp:
             elif path == "commits/clear" and environ.get("REQUEST_METHOD") == "POST":
                 self.commits.clear()
                 answer = {"cleared": True}
+            elif path == "faults" and self.faults is not None:
+                if environ.get("REQUEST_METHOD") == "POST":
+                    body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+                    try:
+                        self.faults.configure(json.loads(body or b"{}"))
+                    except ValueError as exc:
+                        start_response("400 Bad Request", [("Content-Type", "application/json")])
+                        return [json.dumps({"error": str(exc)}).encode()]
+                answer = self.faults.report()
             else:
                 start_response("404 Not Found", [("Content-Type", "application/json")])
                 return [b'{"error": "unknown control path"}']
@@ -206,18 +223,96 @@ def patch_transactions() -> Callable[[], None]:
     return undo
 
 
+def patch_comparisons() -> Callable[[], None]:
+    """Make moto sort items by native values, and compare strings as strings, instead of casting both sides of
+    every ``DynamoType`` comparison.
+
+    Why: every Query of a global secondary index in moto 5.2.5 sorts the whole table (``Table.all_items``),
+    compares each item's index key with the query's (``DynamoType.__ne__``) and sorts the matches
+    (``Table.sorted_items``), each comparison casting both values: with 2,000 items a ReadyIndex query held the
+    server's one lock ~40 ms, and a few workers polling the index saturated it. The same orders, by a key
+    computed once per item (numbers as Decimal, strings as str -- the same order as DynamoDB's UTF-8 bytes --
+    binaries as bytes), and string equality without the cast, cost a fraction of that. Returns the undo.
+    """
+    from decimal import Decimal, InvalidOperation
+
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    original_all, original_sorted = Table.all_items, Table.sorted_items
+    original_eq, original_ne = DynamoType.__eq__, DynamoType.__ne__
+
+    def eq(self: Any, other: Any) -> bool:
+        if self.type == "S" and getattr(other, "type", None) == "S":
+            return bool(self.value == other.value)
+        return bool(original_eq(self, other))
+
+    def ne(self: Any, other: Any) -> bool:
+        if self.type == "S" and getattr(other, "type", None) == "S":
+            return bool(self.value != other.value)
+        return bool(original_ne(self, other))
+
+    def native(value: Any) -> tuple[Any, ...]:
+        if value is None:
+            return (0,)
+        kind, raw = value.type, value.value
+        if kind == "N":
+            try:
+                return (1, Decimal(raw))
+            except InvalidOperation:
+                return (5, str(raw))
+        if kind == "S":
+            return (2, raw)
+        if kind == "B":
+            return (3, raw if isinstance(raw, bytes) else str(raw).encode())
+        return (4, str(raw))
+
+    def all_items(self: Any) -> list[Any]:
+        items: list[Any] = []
+        for hash_set in self.items.values():
+            if self.range_key_attr:
+                items.extend(hash_set.values())
+            else:
+                items.append(hash_set)
+        return sorted(items, key=lambda item: (native(item.hash_key), native(item.range_key)))
+
+    def sorted_items(self: Any, hash_key_attrs: list[str], range_key_attrs: list[str | None], items: list[Any]) -> list[Any]:
+        attrs = self._generate_attr_to_sort_by(hash_key_attrs, range_key_attrs)
+        items.sort(key=lambda item: tuple(native(item.attrs.get(name)) for name in attrs))
+        return items
+
+    Table.all_items = all_items  # type: ignore[method-assign]
+    Table.sorted_items = sorted_items  # type: ignore[method-assign]
+    DynamoType.__eq__ = eq  # type: ignore[method-assign,assignment]
+    DynamoType.__ne__ = ne  # type: ignore[method-assign,assignment]
+
+    def undo() -> None:
+        Table.all_items = original_all  # type: ignore[method-assign]
+        Table.sorted_items = original_sorted  # type: ignore[method-assign]
+        DynamoType.__eq__ = original_eq  # type: ignore[method-assign]
+        DynamoType.__ne__ = original_ne  # type: ignore[method-assign]
+
+    return undo
+
+
 def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool = False,
-          fast_transactions: bool = True) -> None:
+          fast_transactions: bool = True, faults: dict[str, Any] | None = None) -> None:
+    """``faults``: a ``local.faults.Faults.server_config()`` (the fault chain is there even when it is empty, so
+    the setting can be given later through ``POST /_local/faults``)."""
     from moto.server import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
+    from local.fault_server import FaultyApp
+
     if fast_transactions:
         patch_transactions()
+        patch_comparisons()
     try:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler as handler
     except ImportError:  # pragma: no cover
         handler = None
-    app = SerializedApp(DomainDispatcherApplication(create_backend_app), record_transactions=record_transactions)
+    faulty = FaultyApp(DomainDispatcherApplication(create_backend_app), faults)
+    app = SerializedApp(faulty, record_transactions=record_transactions, faults=faulty)
     kwargs = {"request_handler": handler} if handler else {}
     server = make_server(host, port, app, threaded=True, **kwargs)
     print(f"PORT {server.server_address[1]}", flush=True)
@@ -231,9 +326,11 @@ class Emulator:
     transaction handling as it is (slow, see ``patch_transactions``). Usable as a context manager.
     """
 
-    def __init__(self, *, record_transactions: bool = False, fast_transactions: bool = True) -> None:
+    def __init__(self, *, record_transactions: bool = False, fast_transactions: bool = True,
+                 faults: Any = None) -> None:
         self.record_transactions = record_transactions
         self.fast_transactions = fast_transactions
+        self.initial_faults = faults  # a local.faults.Faults, or its server_config() dict, or None
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
@@ -244,6 +341,8 @@ class Emulator:
             command.append("--record-transactions")
         if not self.fast_transactions:
             command.append("--no-fast-transactions")
+        if self.initial_faults is not None:
+            command += ["--faults", json.dumps(_server_config(self.initial_faults))]
         self.proc = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -288,15 +387,19 @@ class Emulator:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def client(self, service: str = "dynamodb", max_attempts: int = 6, pool: int = 4) -> Any:
-        """A new boto3 client of the emulator (give each thread its own)."""
+    def client(self, service: str = "dynamodb", max_attempts: int = 6, pool: int = 4, *, faults: bool = True) -> Any:
+        """A new boto3 client of the emulator (give each thread its own). ``faults=False``: its requests are never
+        faulted (for checking what happened, and for the engine's own machinery)."""
         import boto3
         from botocore.config import Config
 
-        return boto3.client(service, endpoint_url=self.url, region_name="us-east-1", aws_access_key_id="testing",
-                            aws_secret_access_key="testing",
-                            config=Config(retries={"mode": "standard", "max_attempts": max_attempts},
-                                          max_pool_connections=pool))
+        client = boto3.client(service, endpoint_url=self.url, region_name="us-east-1", aws_access_key_id="testing",
+                              aws_secret_access_key="testing",
+                              config=Config(retries={"mode": "standard", "max_attempts": max_attempts},
+                                            max_pool_connections=pool))
+        if not faults:
+            exempt_from_faults(client)
+        return client
 
     # The control paths: counters and the commit log, read from the server process.
 
@@ -325,6 +428,34 @@ class Emulator:
         """TransactWriteItems requests refused so far."""
         return int(self._control("stats")["cancelled"])
 
+    def fault_report(self) -> dict[str, Any]:
+        """The fault setting in force and its counters (local/fault_server.py)."""
+        return self._control("faults")
+
+    def set_faults(self, faults: Any) -> dict[str, Any]:
+        """Replace the fault setting (a ``local.faults.Faults`` or its ``server_config()``); counters restart."""
+        request = urllib.request.Request(self.url + CONTROL + "faults", method="POST",
+                                         data=json.dumps(_server_config(faults)).encode())
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise ValueError(json.loads(exc.read()).get("error", str(exc))) from None
+
+
+def _server_config(faults: Any) -> dict[str, Any]:
+    return faults.server_config() if hasattr(faults, "server_config") else dict(faults or {})
+
+
+def exempt_from_faults(client: Any) -> Any:
+    """Mark every request of a boto3 client ``X-Local-Faults: off``: the emulator's faults leave it alone."""
+
+    def add_header(request: Any, **_: Any) -> None:
+        request.headers["X-Local-Faults"] = "off"
+
+    client.meta.events.register("before-sign.*.*", add_header)
+    return client
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m local.emulator", description=__doc__.splitlines()[0])
@@ -332,9 +463,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", dest="port_option", type=int, default=None)
     parser.add_argument("--record-transactions", action="store_true")
     parser.add_argument("--no-fast-transactions", dest="fast_transactions", action="store_false")
+    parser.add_argument("--faults", default=None, help="a Faults.server_config() as JSON (local/faults.py)")
     args = parser.parse_args(argv)
     port = args.port_option if args.port_option is not None else args.port
-    serve(port=port, record_transactions=args.record_transactions, fast_transactions=args.fast_transactions)
+    serve(port=port, record_transactions=args.record_transactions, fast_transactions=args.fast_transactions,
+          faults=json.loads(args.faults) if args.faults else None)
 
 
 if __name__ == "__main__":

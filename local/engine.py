@@ -15,7 +15,8 @@ from botocore.config import Config
 
 from local.delivery import AsyncInvoker, Schedule, SnsDelivery, SnsSubscription, StreamMapping, StreamReader, \
     TtlRegistry, TtlSweeper
-from local.emulator import Emulator
+from local.emulator import Emulator, exempt_from_faults
+from local.faults import NEVER, Faults, FaultsError
 from local.observer import Observer
 from local.sandbox import FunctionPool, Invocation
 from local.template import REGION, FunctionSpec, Template
@@ -29,12 +30,17 @@ class Engine:
     def __init__(self, template: str | Path = REPO / "template.yaml", overrides: dict[str, Any] | None = None, *,
                  endpoint_url: str | None = None, time_scale: float = 1.0, ttl_lateness: float = 2.0,
                  ttl_interval: float = 1.0, log_file: str | Path | None = None, schedules: bool = True,
-                 stack: str = "taskqueue-local") -> None:
+                 stack: str = "taskqueue-local", faults: Faults | None = None) -> None:
         self.template_path = Path(template)
         self.overrides = dict(overrides or {})
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
         self.time_scale = time_scale
-        self.ttl_lateness = ttl_lateness
+        # Faults (local/faults.py): the emulator's share, and the TTL lateness ("never": no sweeper runs).
+        self.faults = faults or Faults()
+        if self.faults.needs_server and self.endpoint_url:
+            raise FaultsError("faults other than ttl_lateness act inside the embedded emulator: "
+                             "they cannot be used with --endpoint-url / AWS_ENDPOINT_URL")
+        self.ttl_lateness = self.faults.ttl_lateness_seconds(ttl_lateness)
         self.ttl_interval = ttl_interval
         self.log_file = Path(log_file) if log_file else None
         self.run_schedules = schedules
@@ -69,13 +75,15 @@ class Engine:
         self.stop()
 
     def client(self, service: str) -> Any:
-        return boto3.client(service, endpoint_url=self.endpoint_url, region_name=REGION,
-                            aws_access_key_id="testing", aws_secret_access_key="testing",
-                            config=Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=20))
+        """A client of the engine's own (stream reader, TTL sweeper, SNS delivery, checks): never faulted."""
+        return exempt_from_faults(boto3.client(
+            service, endpoint_url=self.endpoint_url, region_name=REGION, aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            config=Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=20)))
 
     def start(self) -> Engine:
         if not self.endpoint_url:
-            self.emulator = Emulator()
+            self.emulator = Emulator(faults=self.faults if self.faults.needs_server else None)
             self.endpoint_url = self.emulator.start()
         if self.log_file:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -91,8 +99,9 @@ class Engine:
             reader.start()
         if self.sns:
             self.sns.start()
-        for sweeper in self.sweepers:
-            sweeper.start()
+        if self.faults.ttl_lateness != NEVER:
+            for sweeper in self.sweepers:
+                sweeper.start()
         if self.run_schedules:
             self.start_schedules()
         return self
@@ -146,8 +155,10 @@ class Engine:
                 self.ddb.update_time_to_live(TableName=name, TimeToLiveSpecification={
                     "Enabled": True, "AttributeName": ttl["AttributeName"]})
                 keys = [k["AttributeName"] for k in props["KeySchema"]]
+                # TTL "never" (faults): the sweeper is not started (and would delete nothing before 1970 + 10^9 s).
+                lateness = self.ttl_lateness if self.ttl_lateness != float("inf") else 1e9
                 self.sweepers.append(TtlSweeper(self.ddb, name, keys, ttl["AttributeName"], self.ttl,
-                                                self.ttl_lateness, self.ttl_interval))
+                                                lateness, self.ttl_interval))
             if stream:
                 reader = StreamReader(self.streams, description["LatestStreamArn"], name, self.ttl, "TRIM_HORIZON")
                 reader.consumers.append(self.observer.consume)
@@ -294,6 +305,16 @@ class Engine:
             "ttl_deleted": sum(s.deleted for s in self.sweepers),
             "failures_sent_to_destinations": self.failures_sent,
         }
+
+    def fault_report(self) -> dict[str, Any]:
+        """The faults in force and what they did: the emulator's counters, TTL deletions, Lambda 429s."""
+        report: dict[str, Any] = {"setting": self.faults.to_dict(), "description": self.faults.describe()}
+        if self.emulator is not None and self.emulator.proc is not None:
+            report["emulator"] = self.emulator.fault_report()
+        report["ttl"] = {"lateness_seconds": None if self.faults.ttl_lateness == NEVER else self.ttl_lateness,
+                         "deleted": sum(s.deleted for s in self.sweepers)}
+        report["lambda_throttles"] = {name: pool.stats["throttles"] for name, pool in self.pools.items()}
+        return report
 
     def wait_for(self, condition: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
         deadline = time.monotonic() + timeout

@@ -174,9 +174,10 @@ if __name__ != "__main__":
         def alive(self) -> bool:
             return self.proc.poll() is None
 
-        def invoke(self, event: Any, timeout: float | None = None) -> Invocation:
+        def invoke(self, event: Any, timeout: float | None = None, request_id: str | None = None) -> Invocation:
+            """``request_id``: the invocation's id (Lambda keeps it when it retries an asynchronous event)."""
             spec = self.spec
-            request_id = str(uuid.uuid4())
+            request_id = request_id or str(uuid.uuid4())
             inv = Invocation(spec.logical_id, request_id, cold_start=self.invocations == 0)
             self.invocations += 1
             timeout = spec.timeout if timeout is None else timeout
@@ -248,7 +249,7 @@ if __name__ != "__main__":
         def busy(self) -> int:
             return self._busy
 
-        def try_invoke(self, event: Any, on_throttle_count: bool = True) -> Invocation:
+        def try_invoke(self, event: Any, on_throttle_count: bool = True, request_id: str | None = None) -> Invocation:
             """Invoke now if a slot is free; else return a throttled Invocation (nothing ran): Lambda's HTTP 429
             TooManyRequestsException, with the reason it gives (reserved concurrency, or the account's)."""
             with self._lock:
@@ -268,7 +269,7 @@ if __name__ != "__main__":
                     sandbox = Sandbox(self.spec, self.env, self.log_sink)
                     with self._lock:
                         self._all = [s for s in self._all if s.alive] + [sandbox]
-                inv = sandbox.invoke(event)
+                inv = sandbox.invoke(event, request_id=request_id)
             finally:
                 with self._lock:
                     self._busy -= 1

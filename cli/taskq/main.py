@@ -1,5 +1,7 @@
 """taskq: inspect and operate the task queues, on AWS (by stack or table name) or on the local engine.
 
+`taskq failed-events` (taskq/failed_events.py) reads FailedEventsQueue instead of the table.
+
 Every command takes the connection options (--stack-name or --table-name, --endpoint-url, --region) and
 --json. Expected errors print one line ``taskq: error: ...`` on stderr and exit 1; usage errors exit 2.
 """
@@ -19,7 +21,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from taskq import output
+from taskq import failed_events, output
 from taskqueue.clock import SystemClock
 from taskqueue.errors import ConditionFailed, ConfigError, InvalidTaskInput, InvalidTransition, TaskQueueError
 from taskqueue.model import new_tasks, parse_create_request
@@ -406,6 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--want", action="append", metavar="ATTR=VALUE",
                    help="only the agent queue a caller with these preferences waits on (repeatable), e.g. --want language=fr")
     p.add_argument("--all-keys", action="store_true", help="also show combinations with no agent and no call waiting")
+
+    # Needs no queue table: its own connection (the stack output FailedEventsQueueUrl, or --queue-url).
+    failed_events.add_parser(command)
     return parser
 
 
@@ -417,9 +422,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(text, file=sys.stdout)
 
     try:
-        target = connect(args)
+        target = getattr(args, "connector", connect)(args)
         return int(args.handler(target, args, say))
-    except CliError as exc:
+    except (CliError, failed_events.FailedEventsError) as exc:
         message = str(exc)
     except (InvalidTaskInput, InvalidTransition, ConditionFailed, ConfigError, TaskQueueError) as exc:
         message = str(exc)

@@ -16,6 +16,7 @@ agent wakes the Matcher through the agent table's stream.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -30,7 +31,15 @@ logger = Logger()
 tracer = Tracer()
 metrics = Metrics()
 
-ACTIONS = ("agentAvailable", "agentOffline", "callEnded", "queueDepth")
+# The fields each action takes besides "action"; any other field is refused (a typo such as "callID" would
+# otherwise be ignored without a word).
+FIELDS: dict[str, tuple[str, ...]] = {
+    "agentAvailable": ("agent",),
+    "agentOffline": ("agentId",),
+    "callEnded": ("agentId", "callId"),
+    "queueDepth": ("preferences",),
+}
+ACTIONS = tuple(FIELDS)
 
 
 @functools.cache
@@ -38,16 +47,27 @@ def services() -> MatcherServices:
     return MatcherServices.from_env()
 
 
-def handle(event: dict[str, Any], svc: MatcherServices) -> dict[str, Any]:
-    action = event.get("action") if isinstance(event, dict) else None
+def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
+    action = event.get("action") if isinstance(event, Mapping) else None
     if action is None:
+        got = f"keys {sorted(map(str, event))[:10]}" if isinstance(event, Mapping) else f"a JSON {_json_kind(event)}"
         raise InvalidTaskInput(
-            f"AgentEvents takes agent events {{\"action\": one of {', '.join(ACTIONS)}, ...}}; "
+            f"AgentEvents takes agent events {{\"action\": one of {', '.join(ACTIONS)}, ...}}, got {got}; "
             "wake-ups of queue 'calls' go to the Matcher"
         )
+    if not isinstance(action, str) or action not in FIELDS:
+        raise InvalidTaskInput(f"unknown action {_show(action)}; known actions: {', '.join(ACTIONS)}")
+    unknown = sorted(str(k) for k in event if k != "action" and k not in FIELDS[action])
+    if unknown:
+        raise InvalidTaskInput(f"unknown field(s) {unknown} in a {action} event; its fields: {['action', *FIELDS[action]]}")
     agents = svc.agents
     if action == "agentAvailable":
-        profile = matching.parse_profile(event.get("agent") or {}, svc.match_settings.attributes)
+        agent = event.get("agent")
+        if not isinstance(agent, Mapping):
+            raise InvalidTaskInput(
+                f'agent must be a JSON object {{"agentId", "name", "attributes"}}, got {_show(agent)}'
+            )
+        profile = matching.parse_profile(agent, svc.match_settings.attributes)
         outcome = agents.put_available(profile)
         agent_id = profile.agent_id
     elif action == "agentOffline":
@@ -57,21 +77,43 @@ def handle(event: dict[str, Any], svc: MatcherServices) -> dict[str, Any]:
         agent_id = matching.validate_agent_id(event.get("agentId"))
         call_id = event.get("callId")
         if call_id is not None and not isinstance(call_id, str):
-            raise InvalidTaskInput(f"callId must be a string, got {call_id!r}")
+            raise InvalidTaskInput(f"callId must be a string, got {_show(call_id)}")
         outcome = agents.call_ended(agent_id, call_id)
-    elif action == "queueDepth":
-        key = matching.preferences_key(event.get("preferences"), svc.match_settings.attributes)
+    else:  # queueDepth
+        preferences = event.get("preferences")
+        if preferences is not None and not isinstance(preferences, Mapping):
+            raise InvalidTaskInput(
+                f"preferences must be a JSON object of attribute -> value (or absent: no preference), got {_show(preferences)}"
+            )
+        key = matching.preferences_key(preferences, svc.match_settings.attributes)
         return {"queueKey": key, "depth": agents.depth(key)}
-    else:
-        raise InvalidTaskInput(f"unknown action {action!r}; known actions: {', '.join(ACTIONS)}")
     metrics.add_dimension(name="queue", value=svc.match_settings.queue)
     metrics.add_metric(name="AgentEvents", unit=MetricUnit.Count, value=1)
     logger.info("agent event", extra={"action": action, "agent_id": agent_id, "outcome": outcome.value})
     return {"action": action, "agentId": agent_id, "outcome": outcome.value}
 
 
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    return type(value).__name__
+
+
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     return handle(event, services())

@@ -1,7 +1,10 @@
 """CreateTasks: writes PENDING tasks, from the EventBridge schedule, a direct invoke or a user's system.
 
 Input (every field optional): {"queue": "work", "count": 1, "priority": 0, "ttlSeconds": DEFAULT_TTL_SECONDS,
-"payload": {}, "maxAttempts": MAX_ATTEMPTS, "delaySeconds": 0, "taskIds": [...]}.
+"payload": {}, "maxAttempts": MAX_ATTEMPTS, "delaySeconds": 0, "taskIds": [...]}, or a whole EventBridge
+Scheduled Event (a schedule without Input), which creates the default request {}. Both shapes are declared in
+layers/taskqueue/taskqueue/schemas/create_tasks.schema.json; any other input is refused with an InvalidField that
+names the field, and nothing is written.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.model import new_tasks, parse_create_event
 from taskqueue.services import Services
 
 logger = Logger()
@@ -26,14 +29,13 @@ def services() -> Services:
     return Services.from_env()
 
 
-def handle(event: dict[str, Any], svc: Services, request_id: str | None = None) -> dict[str, Any]:
+def handle(event: Any, svc: Services, request_id: str | None = None) -> dict[str, Any]:
     """``request_id`` (the invocation's) names the tasks when the caller names none: Lambda retries an
     asynchronous invocation (the schedule's) with the same request id, so a retry after a partial write
     creates only the missing tasks."""
-    # An EventBridge event without an Input (e.g. `sam local generate-event cloudwatch scheduled-event`)
-    # carries the request in "detail".
-    body = event.get("detail", {}) if "detail-type" in event else event
-    request = parse_create_request(body, svc.settings)
+    # A schedule with Input delivers the Input as it is (a request); one without delivers the whole Scheduled
+    # Event, whose detail is always {}: the default request.
+    request = parse_create_event(event, svc.settings)
     tasks = new_tasks(request, svc.clock.now_ms(), svc.settings, request_id)
     if request.task_ids:
         result = svc.store.put_tasks(tasks, idempotent=True)
@@ -59,5 +61,5 @@ def handle(event: dict[str, Any], svc: Services, request_id: str | None = None) 
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     return handle(event, services(), context.aws_request_id)

@@ -2,7 +2,8 @@
 
 Events: an SNS wake-up from ProcessTasksTopic (attribute queue=calls) or {"queue": "calls"}: match waiting calls,
 oldest first, each with the longest-waiting matching agent, for up to the time budget; tail-call through
-TriggerTopic if calls that could match remain.
+TriggerTopic if calls that could match remain. A wake-up for a queue outside WORKER_QUEUES (the template sets
+"calls") or an event that is no wake-up is refused with a clear error, before any claim.
 
 Agent events ({"action": "agentAvailable" | "agentOffline" | "callEnded" | "queueDepth", ...}) go to the
 AgentEvents function (functions/agent_events): this function's reserved concurrency would make Lambda refuse
@@ -12,6 +13,7 @@ them (HTTP 429) while a matching run is in progress.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -34,19 +36,29 @@ def services() -> MatcherServices:
     return MatcherServices.from_env()
 
 
-def handle(event: dict[str, Any], remaining_seconds: float, owner: str, svc: MatcherServices) -> dict[str, Any]:
-    if "action" in event:
+def handle(event: Any, remaining_seconds: float, owner: str, svc: MatcherServices) -> dict[str, Any]:
+    match_queue = svc.match_settings.queue
+    if isinstance(event, Mapping) and "action" in event:
         raise InvalidTaskInput(
-            f"agent events ({event['action']!r}) go to the AgentEvents function (AgentEventsFunction, stack output "
+            f"agent events ({_show(event['action'])}) go to the AgentEvents function (AgentEventsFunction, stack output "
             "AgentEventsFunctionName), not the Matcher: the Matcher serves wake-ups of queue "
-            f"{svc.match_settings.queue!r} only, and its reserved concurrency would refuse agent events (HTTP 429) "
+            f"{match_queue!r} only, and its reserved concurrency would refuse agent events (HTTP 429) "
             "while a matching run is in progress"
         )
     queue = queue_of_wakeup(event)
-    if queue != svc.match_settings.queue:
-        raise InvalidTaskInput(f"the Matcher serves queue {svc.match_settings.queue!r}, not {queue!r}")
+    svc.base.settings.check_served(queue)
+    if queue != match_queue:
+        raise InvalidTaskInput(
+            f"the Matcher serves queue {match_queue!r} only (MATCH_QUEUE), not {queue!r}: a wake-up for {queue!r} goes "
+            "to that queue's own worker"
+        )
     report = run_matcher(svc, owner, claim_window_seconds(svc.base.settings.time_budget_seconds, remaining_seconds))
     return {k: v for k, v in asdict(report).items() if k != "wait_times_ms"} | {"waitTimesMs": report.wait_times_ms[:50]}
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def run_matcher(svc: MatcherServices, owner: str, budget_seconds: float) -> MatchReport:
@@ -77,5 +89,5 @@ def emit_metrics(report: MatchReport) -> None:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     return handle(event, context.get_remaining_time_in_millis() / 1000, context.aws_request_id, services())

@@ -1,5 +1,9 @@
 """ProcessTasks: the worker of queue "work". Claims the newest claimable tasks while the runner has a
-free slot, for up to the time budget, then tail-calls through TriggerTopic if claimable work remains."""
+free slot, for up to the time budget, then tail-calls through TriggerTopic if claimable work remains.
+
+Events: an SNS wake-up from ProcessTasksTopic (attribute queue=work) or {"queue": "work"}. It serves only the
+queues in WORKER_QUEUES (the template sets "work"): a wake-up for another queue — "calls" belongs to the Matcher —
+is refused, before any claim, with an error naming the queues it serves; so is an event that is no wake-up."""
 
 from __future__ import annotations
 
@@ -31,9 +35,9 @@ def runner() -> TaskRunner:
     return load_runner(services().settings.task_runner)
 
 
-def handle(event: dict[str, Any], remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner) -> WorkerReport:
+def handle(event: Any, remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner) -> WorkerReport:
     queue = queue_of_wakeup(event)
-    svc.settings.order_of(queue)
+    svc.settings.check_served(queue)
     worker = Worker(svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock)
     report = worker.run(
         queue, claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds), hold_seconds=remaining_seconds
@@ -67,7 +71,7 @@ def emit_metrics(report: WorkerReport) -> None:
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     svc = services()
     report = handle(event, context.get_remaining_time_in_millis() / 1000, context.aws_request_id, svc, runner())
     return asdict(report) | {"claim_ages_ms": report.claim_ages_ms[:50]}

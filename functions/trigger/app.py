@@ -8,13 +8,20 @@ A stream batch is processed in order. A record that can never succeed (a malform
 counted as MalformedRecords, and not reported as failed: retrying it would block its shard for nothing. A
 record that may succeed later (SNS or DynamoDB refused a call) is reported failed, and so is every later
 record of the batch, unprocessed: the stream retries from the first failure, so no record takes effect
-twice. Counts of the batch (TasksShed, MalformedRecords) are emitted once, when the invocation ends.
+twice. Counts of the batch (TasksShed, MalformedRecords) are emitted once, when the invocation ends. A record
+that is not a DynamoDB stream record at all (not an object, no sequence number, another eventSource) is
+malformed too: without a sequence number it could not even be named as failed.
+
+An SNS notification is checked whole (every record names a configured queue) before any queue is woken; a
+scheduled event must be an EventBridge Scheduled Event as schemas/create_tasks.schema.json declares it; any
+other event is refused with an InvalidTaskInput that says what Trigger takes.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -23,8 +30,9 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from taskqueue import schema
 from taskqueue.errors import InvalidTaskInput, TaskQueueError
-from taskqueue.notify import queue_of_wakeup
+from taskqueue.notify import wakeup_queues
 from taskqueue.services import Services
 from taskqueue.stream import ChangeKind, classify
 
@@ -58,20 +66,43 @@ class Wakeups:
         logger.info("worker woken", extra={"queue": queue, "reason": self._reason})
 
 
+_NOT_A_RECORD = "notARecord"
+
+
 class NotProcessed(Exception):
     """An earlier record of the batch failed: this one is left, unprocessed, to the retry that starts there."""
 
 
-def handle_stream(event: dict[str, Any], context: LambdaContext, svc: Services) -> dict[str, Any]:
+def handle_stream(event: Mapping[str, Any], context: LambdaContext, svc: Services) -> dict[str, Any]:
     wakeups = Wakeups(svc, "stream")
     counts: Counter[tuple[str, str]] = Counter()  # (metric, queue) -> count, emitted when the batch is done
     first_failure: list[str] = []
 
+    def malformed(reason: str, event_id: object, queue: str, sequence: str | None) -> None:
+        counts["MalformedRecords", queue] += 1
+        logger.error(
+            "stream record can never be processed: skipped",
+            extra={"reason": reason, "event_id": event_id, "queue": queue, "sequence_number": sequence},
+        )
+
     def record_handler(record: DynamoDBRecord) -> None:
+        sequence = _sequence_number(record.raw_event)
+        if sequence is None:
+            # Not a stream record Lambda would send: it cannot be named in batchItemFailures, so it is never failed;
+            # after an earlier failure it is left to the retry, which counts it.
+            if not first_failure:
+                raw = record.raw_event
+                reason = (f"not a stream record (an object): {raw[_NOT_A_RECORD]!r:.100}" if _NOT_A_RECORD in raw
+                          else "not a DynamoDB stream record: it has no dynamodb.SequenceNumber")
+                malformed(reason, raw.get("eventID"), _queue_of(raw, svc), None)
+            return
         if first_failure:
             raise NotProcessed(f"not processed: record {first_failure[0]}, earlier in the batch, failed; "
                                "the stream retries from there")
         try:
+            source = record.raw_event.get("eventSource")
+            if source != "aws:dynamodb":
+                raise InvalidTaskInput(f"not a DynamoDB stream record: eventSource is {source!r:.60}, not 'aws:dynamodb'")
             change = classify(*_read(record))
             if change.kind is ChangeKind.SHED:
                 counts["TasksShed", change.queue or "unknown"] += 1
@@ -80,18 +111,14 @@ def handle_stream(event: dict[str, Any], context: LambdaContext, svc: Services) 
                 wakeups.wake(change.queue)
         except InvalidTaskInput as exc:
             # It can never succeed: retrying it would only hold up its shard. Logged and counted, not failed.
-            queue = _queue_of(record, svc)
-            counts["MalformedRecords", queue] += 1
-            logger.error(
-                "stream record can never be processed: skipped",
-                extra={"reason": str(exc), "event_id": record.event_id, "queue": queue,
-                       "sequence_number": record.dynamodb.sequence_number if record.dynamodb else None},
-            )
+            malformed(str(exc), record.raw_event.get("eventID"), _queue_of(record.raw_event, svc), sequence)
         except Exception:
-            first_failure.append(str(record.event_id or (record.dynamodb.sequence_number if record.dynamodb else "?")))
+            first_failure.append(str(record.raw_event.get("eventID") or sequence))
             raise
 
-    result = process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)
+    # In batch order; a record that is not even an object is wrapped, to be counted as malformed in its place.
+    batch = {"Records": [dict(r) if isinstance(r, Mapping) else {_NOT_A_RECORD: r} for r in event["Records"]]}
+    result = process_partial_response(event=batch, record_handler=record_handler, processor=processor, context=context)
     if first_failure:
         logger.warning(
             "stream batch stopped at a failed record; it and the records after it are retried",
@@ -105,34 +132,65 @@ def handle_stream(event: dict[str, Any], context: LambdaContext, svc: Services) 
 
 def _read(record: DynamoDBRecord) -> tuple[str, Any, Any, Any]:
     """What classify needs: event name, user identity, new and old image (deserialized). A record that
-    cannot be read (an unknown event name, an attribute value of no DynamoDB type, a number that is not
-    one) is malformed: reading it again will not go better."""
+    cannot be read (an unknown event name, an attribute value of no DynamoDB type or with none, a number that
+    is not one) is malformed: reading it again will not go better."""
+    identity = record.raw_event.get("userIdentity")
+    if identity is not None and not isinstance(identity, Mapping):
+        raise InvalidTaskInput(f"record cannot be read: userIdentity is not an object: {identity!r:.100}")
     try:
         return (
             record.event_name.name if record.event_name else "",
-            record.user_identity,
+            identity,
             record.dynamodb.new_image if record.dynamodb else None,
             record.dynamodb.old_image if record.dynamodb else None,
         )
-    except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:
+    except Exception as exc:  # noqa: BLE001 - reading is pure (no I/O): whatever fails here fails on every retry
+        # e.g. an attribute value of no type ({} raises IndexError in the deserializer), a number that is not one
         raise InvalidTaskInput(f"record cannot be read: {type(exc).__name__}: {exc}") from None
 
 
-def _queue_of(record: DynamoDBRecord, svc: Services) -> str:
+def _sequence_number(raw: Mapping[str, Any]) -> str | None:
+    """The record's sequence number (what batchItemFailures names it by), or None if it has none."""
+    ddb = raw.get("dynamodb")
+    sequence = ddb.get("SequenceNumber") if isinstance(ddb, Mapping) else None
+    return sequence if isinstance(sequence, str) and sequence else None
+
+
+def _queue_of(raw: Mapping[str, Any], svc: Services) -> str:
     """The configured queue a record names, read from the raw images; "unknown" if it names none."""
-    raw = record.raw_event.get("dynamodb") or {}
-    for image in (raw.get("NewImage"), raw.get("OldImage")):
-        value = (image or {}).get("queue")
-        queue = value.get("S") if isinstance(value, dict) else None
+    ddb = raw.get("dynamodb")
+    if not isinstance(ddb, Mapping):
+        return "unknown"
+    for image in (ddb.get("NewImage"), ddb.get("OldImage")):
+        value = image.get("queue") if isinstance(image, Mapping) else None
+        queue = value.get("S") if isinstance(value, Mapping) else None
         if isinstance(queue, str) and queue in svc.settings.queue_orders:
             return queue
     return "unknown"
 
 
-def handle_tail_calls(event: dict[str, Any], svc: Services) -> dict[str, Any]:
+def handle_tail_calls(event: Mapping[str, Any], svc: Services) -> dict[str, Any]:
+    """Every record is checked (an SNS record naming a configured queue) before any queue is woken."""
+    queues = wakeup_queues(event)
+    for queue in queues:
+        svc.settings.order_of(queue)
     wakeups = Wakeups(svc, "tail-call")
-    for record in event["Records"]:
-        wakeups.wake(queue_of_wakeup({"Records": [record]}))
+    # Every queue is tried; if any wake-up could not be published (after the Notifier's own retries), the
+    # invocation fails, so Lambda's asynchronous retry (EventInvokeConfig MaximumRetryAttempts) delivers the
+    # notification again: a lost tail call would otherwise strand the queue until the next safety-net run.
+    failed: list[str] = []
+    for queue in queues:
+        try:
+            wakeups.wake(queue)
+        except TaskQueueError as exc:
+            failed.append(f"{queue}: {exc}")
+            logger.warning("wake-up not published; the invocation fails so Lambda retries it",
+                           extra={"queue": queue, "error": str(exc)})
+    if failed:
+        raise TaskQueueError(
+            f"could not wake {len(failed)} of {len(queues)} queue(s) (woken: {wakeups.woken}); "
+            "failing so Lambda retries the notification: " + "; ".join(failed)
+        )
     return {"woken": wakeups.woken}
 
 
@@ -168,28 +226,39 @@ def _count(name: str, queue: str | None, value: int = 1) -> None:
         metric.add_dimension(name="queue", value=queue or "unknown")
 
 
-def event_source(event: dict[str, Any]) -> str:
-    records = event.get("Records") or []
-    if records:
-        return str(records[0].get("eventSource") or records[0].get("EventSource") or "")
-    if event.get("detail-type") == "Scheduled Event":
+def event_source(event: object) -> str:
+    """"aws:dynamodb", "aws:sns" or "aws.events"; an event that is none of them raises InvalidTaskInput."""
+    expected = "Trigger takes a DynamoDB stream batch, an SNS notification or a scheduled event"
+    if not isinstance(event, Mapping):
+        raise InvalidTaskInput(f"{expected}; got a {type(event).__name__}, not a JSON object")
+    if "Records" in event:
+        records = event["Records"]
+        if not isinstance(records, list) or not records:
+            raise InvalidTaskInput(f"{expected}; its Records must be a non-empty list, got {records!r:.100}")
+        sources = {
+            str(record.get("eventSource") or record.get("EventSource") or "")
+            for record in records
+            if isinstance(record, Mapping)
+        }
+        # A stream batch is processed record by record (a bad record is skipped); a notification is checked whole.
+        for source in ("aws:dynamodb", "aws:sns"):
+            if source in sources:
+                return source
+        raise InvalidTaskInput(f"{expected}; got Records from {sorted(sources) or 'no source'}")
+    if schema.is_eventbridge_event(event):
+        schema.check(event, schema.SCHEDULED_EVENT, "a scheduled event (the safety net)")
         return "aws.events"
-    return ""
+    raise InvalidTaskInput(f"{expected}; got an event with keys {sorted(map(str, event))[:10]}")
 
 
 # Trigger's metrics carry a per-queue dimension and are flushed one by one (single_metric).
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    svc = services()
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     source = event_source(event)
+    svc = services()
     if source == "aws:dynamodb":
         return handle_stream(event, context, svc)
     if source == "aws:sns":
         return handle_tail_calls(event, svc)
-    if source == "aws.events":
-        return handle_safety_net(svc)
-    raise InvalidTaskInput(
-        "Trigger takes a DynamoDB stream batch, an SNS notification or a scheduled event; "
-        f"got an event with keys {sorted(event)[:10]}"
-    )
+    return handle_safety_net(svc)

@@ -42,6 +42,7 @@ def test_every_command_has_help(capsys):
     commands = parser._subparsers._group_actions[0].choices
     assert set(commands) == {
         "stats", "list", "show", "peek", "create", "cancel", "reprioritize", "touch", "redrive", "agents",
+        "failed-events",  # tests/integration/test_cli_failed_events.py
     }
     for name in commands:
         with pytest.raises(SystemExit) as done:

@@ -30,9 +30,11 @@ def test_direct_invoke_creates_pending_tasks_with_ttl_in_seconds(services, dynam
         assert item["payload"]["S"] == '{"deviceId":"sensor-42","ip":"203.0.113.7"}'
 
 
-def test_scheduled_event_without_input_reads_detail(services, dynamodb):
-    assert app.handle(load_event("create_tasks-scheduled-event.json"), services)["created"] == 5
-    assert len(all_items(dynamodb)) == 5
+def test_scheduled_event_without_input_creates_the_default_request(services, dynamodb):
+    # A schedule without Input delivers the whole Scheduled Event, whose detail is always {}: the default request.
+    result = app.handle(load_event("create_tasks-scheduled-event.json"), services)
+    assert (result["queue"], result["created"]) == ("work", 1)
+    assert len(all_items(dynamodb)) == 1
 
 
 def test_schedule_input_shape(services, dynamodb):

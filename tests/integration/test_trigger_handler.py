@@ -7,8 +7,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from taskqueue.errors import TaskQueueError
 from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.notify import Notifier
+from taskqueue.notify import PUBLISH_ATTEMPTS, Notifier
 from taskqueue.services import Services
 from tests.support import LambdaContextStub, load_event, load_function
 
@@ -177,7 +178,7 @@ def test_after_a_failed_record_no_later_record_takes_effect_and_a_retried_shed_c
     first = run({"Records": batch}, flaky)
     out = capsys.readouterr().out
     assert first == {"batchItemFailures": [{"itemIdentifier": s} for s in ("2", "3", "4")]}
-    assert sns.refused == 1
+    assert sns.refused == PUBLISH_ATTEMPTS  # the Notifier tried it again before giving the record up
     assert topics.wakeups() == ["work"]
     shed_first = total(out, "TasksShed")
 
@@ -208,6 +209,49 @@ def test_failed_publish_is_reported_as_batch_item_failure(services, topics):
 
 def test_tail_call_wakes_the_named_queue(services, topics):
     assert run(load_event("trigger-sns-tail-call.json"), services) == {"woken": ["work"]}
+    assert topics.wakeups() == ["work"]
+
+
+def two_queue_tail_call() -> dict[str, Any]:
+    event = load_event("trigger-sns-tail-call.json")
+    calls = json.loads(json.dumps(event["Records"][0]))
+    calls["Sns"]["MessageAttributes"]["queue"]["Value"] = "calls"
+    calls["Sns"]["Message"] = json.dumps({"queue": "calls", "reason": "tail-call"})
+    event["Records"].append(calls)
+    return event
+
+
+def test_a_tail_call_whose_wake_up_cannot_be_published_fails_the_invocation_after_trying_every_queue(services, topics):
+    """Lambda retries a failed asynchronous invocation (EventInvokeConfig MaximumRetryAttempts 2): the tail call
+    is delivered again instead of stranding the queue until the safety net. The other queue is still woken."""
+    sns = SnsDownFor({"work"})
+    flaky = Services(services.settings, services.store, Notifier(sns, services.settings), services.clock)
+    with pytest.raises(TaskQueueError, match=r"could not wake 1 of 2 queue\(s\) \(woken: \['calls'\]\).*work"):
+        run(two_queue_tail_call(), flaky)
+    assert sns.refused == PUBLISH_ATTEMPTS
+    assert topics.wakeups() == ["calls"]
+    # Lambda's retry, SNS back: both queues woken (a second wake-up of "calls" is harmless).
+    sns.down = False
+    assert run(two_queue_tail_call(), flaky) == {"woken": ["work", "calls"]}
+    assert sorted(topics.wakeups()) == ["calls", "work"]
+
+
+def test_a_tail_call_survives_publishes_refused_a_few_times(services, topics):
+    class RefusesTwice:
+        def __init__(self) -> None:
+            self.real = boto3.client("sns")
+            self.calls = 0
+
+        def publish(self, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls <= 2:
+                raise ClientError({"Error": {"Code": "KMSThrottling", "Message": "slow down"}}, "Publish")
+            return self.real.publish(**kwargs)
+
+    sns = RefusesTwice()
+    flaky = Services(services.settings, services.store, Notifier(sns, services.settings), services.clock)
+    assert run(load_event("trigger-sns-tail-call.json"), flaky) == {"woken": ["work"]}
+    assert sns.calls == 3 and flaky.notifier.retries == 2
     assert topics.wakeups() == ["work"]
 
 

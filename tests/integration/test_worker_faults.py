@@ -171,3 +171,106 @@ def test_waiting_for_a_retry_looks_for_new_arrivals_every_poll_interval(store, c
     report = worker(store, lambda t: None, clock).run("work", 60)
     assert report.succeeded == 1
     assert sleeps and max(sleeps) <= IDLE_POLL_SECONDS
+
+
+def test_throttled_reads_and_claims_slow_the_run_down_and_fail_nothing(dynamodb, settings, clock, caplog):
+    """A read or a claim refused past botocore's retries is logged, counted and tried again after a pause: the
+    invocation does not fail (a failed one would tail-call nobody and strand the queue until the safety net)."""
+    client = FaultyClient(dynamodb)
+    store = TaskStore(client, settings, clock)
+    ids = create(store, clock, 3)
+    client.fail("query", "ThrottlingException")  # the lease recovery's StatusIndex read
+    client.fail("query", "ProvisionedThroughputExceededException")  # the first read of the queue
+    client.fail("update_item", "ThrottlingException")  # the first claim
+    report = worker(store, lambda task: {"ok": True}, clock).run("work", 30)
+    assert report.succeeded == 3 and report.errors == 0
+    assert report.retried == 3 and len(client.raised) == 3
+    assert {store.get(i).status for i in ids} == {TaskStatus.SUCCESS}
+    messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    for what in ("recovering expired leases", "reading the queue", "claiming a task"):
+        assert f"{what} was refused for now; trying again" in messages, messages
+
+
+def test_a_throttled_check_for_work_left_tail_calls_rather_than_strand_work(dynamodb, settings, clock):
+    client = FaultyClient(dynamodb)
+    store = TaskStore(client, settings, clock)
+
+    class ThrottledAtTheEnd(TaskStore):
+        def has_claimable(self, queue, now_ms=None):
+            client.fail("query", "ThrottlingException")
+            return super().has_claimable(queue, now_ms)
+
+    report = worker(ThrottledAtTheEnd(client, settings, clock), lambda task: None, clock).run("work", 1)
+    assert report.work_remains is True and report.retried == 1
+
+
+def test_a_refused_read_that_is_not_throttling_still_fails_the_run(dynamodb, settings, clock):
+    client = FaultyClient(dynamodb)
+    store = TaskStore(client, settings, clock)
+    create(store, clock)
+    client.fail("query", "ValidationException")
+    with pytest.raises(Exception, match="rejected a request"):
+        worker(store, lambda task: None, clock).run("work", 5)
+
+
+def test_a_failed_renewal_while_recording_is_logged_and_counted(store, clock, caplog):
+    """While the worker waits to record a throttled outcome it renews the lease; a renewal refused in turn is
+    logged and counted, not dropped (the write that follows tells whether the lease still holds)."""
+    from taskqueue.store import StoreError
+    from taskqueue.worker import WorkerReport
+
+    def throttled(what: str) -> StoreError:
+        error = StoreError(f"DynamoDB is throttling {what}")
+        error.retryable = True  # as taskqueue.dynamo.translate marks it
+        return error
+
+    class DueLease:
+        lost = False
+        task = type("T", (), {"task_id": "t-1"})()
+
+        def due(self) -> bool:
+            return True
+
+        def renew(self, seconds=None) -> bool:
+            raise throttled("the renewal")
+
+    writes = iter([throttled("the completion"), True])
+
+    def write():
+        outcome = next(writes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    report = WorkerReport(queue="work")
+    assert worker(store, lambda task: None, clock)._record(DueLease(), write, report) is True
+    assert report.retried == 2  # the refused write, and the refused renewal
+    messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "recording the outcome was refused for now; trying again" in messages
+    assert "lease renewal failed while recording the outcome; trying the write again" in messages
+
+
+def test_entries_the_index_still_shows_after_a_claim_are_skipped_not_claimed_again(store, clock):
+    """A GSI shows writes late: right after a claim the task still looks PENDING there. The worker passes over
+    the entries it has just claimed (or lost) instead of spending a failed conditional write on each."""
+    ids = create(store, clock, 2)
+
+    class LaggingIndex(TaskStore):
+        """Answers every read with the index as it was before any claim (stale entries included)."""
+
+        first: list = []
+        claims: list[str] = []
+
+        def candidates(self, queue, limit, now_ms=None, *, shed=True):
+            if not LaggingIndex.first:
+                LaggingIndex.first = super().candidates(queue, limit, now_ms, shed=shed)
+            return list(LaggingIndex.first)
+
+        def claim(self, candidate, owner, now_ms=None):
+            LaggingIndex.claims.append(candidate.task_id)
+            return super().claim(candidate, owner, now_ms)
+
+    lagging = LaggingIndex(store._db, store.settings, clock)
+    report = worker(lagging, lambda task: None, clock, capacity=1).run("work", 1)
+    assert sorted(LaggingIndex.claims) == sorted(ids)  # each entry claimed once, never again while stale
+    assert report.succeeded == 2 and report.lost == 0 and report.skipped > 0

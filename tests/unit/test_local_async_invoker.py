@@ -22,10 +22,12 @@ class Pool:
         self.plan = list(plan)
         self.ran: list[Any] = []
         self.attempts = 0
+        self.request_ids: list[str | None] = []
 
-    def try_invoke(self, event: Any) -> Invocation:
+    def try_invoke(self, event: Any, request_id: str | None = None) -> Invocation:
         outcome = self.plan[min(self.attempts, len(self.plan) - 1)]
         self.attempts += 1
+        self.request_ids.append(request_id)
         if outcome == "throttle":
             return Invocation("Fn", "", throttled=True, error={"errorType": "TooManyRequestsException"})
         self.ran.append(event)
@@ -108,3 +110,16 @@ def test_an_event_within_its_max_age_is_delivered_after_throttles():
     assert len(pool.ran) == 1
     assert invoker.stats["succeeded"] == 1 and invoker.stats["dropped_age"] == 0
     assert destination.sent == []
+
+
+def test_every_attempt_of_an_event_carries_the_same_request_id():
+    """Lambda keeps an asynchronous event's request id across throttles and retries (CreateTasks derives its task
+    ids from it, so a retry after a partial write creates only what is missing): the engine does the same."""
+    pool = Pool("throttle", "fail", "ok")
+    invoker, _ = run(pool, spec(max_age=3600, on_failure=None, retries=2), seconds=10)
+    assert invoker.stats["succeeded"] == 1 and pool.attempts == 3
+    assert len(set(pool.request_ids)) == 1 and pool.request_ids[0]
+    # Another event gets another id.
+    other = Pool("ok")
+    run(other, spec(max_age=3600, on_failure=None), seconds=5)
+    assert other.request_ids[0] != pool.request_ids[0]

@@ -33,7 +33,7 @@ def test_delay_sets_not_before():
 @pytest.mark.parametrize(
     "body,message",
     [
-        ({"count": 0}, "count must be a whole number from 1 to 1000"),
+        ({"count": 0}, "count must be a whole number from 1 to 1000, got 0"),
         ({"count": "3"}, "count must be"),
         ({"priority": 1000}, "priority must be"),
         ({"ttlSeconds": 0}, "ttlSeconds must be"),
@@ -42,10 +42,10 @@ def test_delay_sets_not_before():
         ({"delaySeconds": 4000}, r"delaySeconds \(4000\) must be less than ttlSeconds \(3600\)"),
         ({"payload": {"text": "\u00e9" * 140_000}}, "payload is 840011 bytes, over the limit of 262144 bytes"),
         ({"queue": "nope"}, "queue 'nope' is not configured"),
-        ({"queue": "a#b"}, "queue name"),
+        ({"queue": "a#b"}, "queue must match pattern"),
         ({"colour": "red"}, "unknown field"),
-        ({"taskIds": ["a", "a"]}, "duplicates"),
-        ({"taskIds": ["a#1"]}, "taskIds must be"),
+        ({"taskIds": ["a", "a"]}, "taskIds must contain unique items"),
+        ({"taskIds": ["a#1"]}, r"taskIds\[0\] must match pattern .* \(taskIds\[0\]: a task id: 1-200 printable characters without \'#\'\)"),
         ({"taskIds": ["a", "b"], "count": 3}, "must equal the number of taskIds"),
     ],
 )

@@ -99,9 +99,14 @@ def test_every_alarm_is_on_the_dashboards_alarm_widget():
     assert alarms == shown, f"missing from the alarm widget: {sorted(alarms - shown)}"
 
 
-def test_trigger_may_write_the_table_for_lease_recovery():
-    policies = RES["TriggerFunction"]["Properties"]["Policies"]
-    assert {"DynamoDBWritePolicy": {"TableName": {"Ref": "QueueTable"}}} in policies
+def test_trigger_may_update_the_table_for_lease_recovery_and_nothing_more():
+    """The safety net recovers expired leases and sheds expired entries: conditional UpdateItem on the table. It never
+    puts or batch-writes (BatchWriteItem could delete any task): tests/unit/test_iam_least_privilege.py has the rest."""
+    statements = [s for p in RES["TriggerFunction"]["Properties"]["Policies"] for s in p.get("Statement", [])]
+    on_table = {a for s in statements if s["Resource"] == {"Fn::GetAtt": ["QueueTable", "Arn"]} for a in s["Action"]}
+    assert on_table == {"dynamodb:GetItem", "dynamodb:UpdateItem"}
+    assert not any(name in p for p in RES["TriggerFunction"]["Properties"]["Policies"]
+                   for name in ("DynamoDBWritePolicy", "DynamoDBCrudPolicy", "DynamoDBReadPolicy"))
 
 
 def test_service_dimension_matches_the_functions_environment():

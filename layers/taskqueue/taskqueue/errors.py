@@ -37,3 +37,12 @@ class ResultTooLarge(TaskQueueError):
 
 class RunnerBusy(TaskQueueError):
     """The runner has no free slot; the caller must wait for one before it claims a task."""
+
+
+class InvalidField(InvalidTaskInput):
+    """An input that breaks its published JSON Schema. ``field`` names where ("count", "taskIds[2]", or "" for the
+    input as a whole); the message says what was wrong and what is allowed."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field

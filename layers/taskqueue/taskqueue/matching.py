@@ -42,6 +42,7 @@ _VALUE = re.compile(r"^[a-z0-9][a-z0-9_.+-]{0,63}$")
 _ATTRIBUTE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _AGENT_ID_MAX = 128
 _NO_PREFERENCE = {None, "", ANY, "any"}
+_PROFILE_FIELDS = ("agentId", "name", "attributes")
 
 
 class ProfileTooLarge(InvalidTaskInput):
@@ -151,6 +152,9 @@ def parse_profile(body: Mapping[str, Any], attributes: Sequence[str]) -> AgentPr
     """
     if not isinstance(body, Mapping):
         raise InvalidTaskInput(f"an agent must be a JSON object, got {type(body).__name__}")
+    unknown = sorted(str(k) for k in body if k not in _PROFILE_FIELDS)
+    if unknown:
+        raise InvalidTaskInput(f"unknown agent field(s) {unknown}; an agent has {list(_PROFILE_FIELDS)}")
     agent_id = validate_agent_id(body.get("agentId"))
     name = body.get("name", agent_id)
     if not isinstance(name, str) or not 0 < len(name) <= 200:

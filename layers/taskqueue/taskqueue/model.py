@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from taskqueue import keys
-from taskqueue.errors import InvalidTaskInput, ResultTooLarge
+from taskqueue import keys, schema
+from taskqueue.errors import InvalidField, InvalidTaskInput, ResultTooLarge
 from taskqueue.settings import Settings
 from taskqueue.states import TaskStatus
 
@@ -174,52 +174,65 @@ class CreateRequest:
     task_ids: tuple[str, ...] = ()
 
 
-def parse_create_request(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
-    """Validate a CreateTasks input; every field is optional (defaults documented in the README)."""
-    if not isinstance(body, Mapping):
-        raise InvalidTaskInput(f"the input must be a JSON object, got {type(body).__name__}")
-    known = {"queue", "count", "priority", "ttlSeconds", "payload", "maxAttempts", "delaySeconds", "taskIds"}
-    unknown = sorted(set(body) - known)
-    if unknown:
-        raise InvalidTaskInput(f"unknown field(s) {unknown}; allowed: {sorted(known)}")
+def parse_create_event(event: object, settings: Settings) -> CreateRequest:
+    """The request of one CreateTasks invocation. ``event`` is a request (a direct invoke, or the schedule's
+    Input, which EventBridge delivers as it is) or a whole EventBridge Scheduled Event (a schedule without
+    Input: ``detail-type`` "Scheduled Event", ``source`` "aws.events", ``detail`` {}), which asks for the default
+    request ``{}``. Both shapes are declared in schemas/create_tasks.schema.json; anything else is refused."""
+    schema.check_create_tasks_input(event)
+    body: Mapping[str, Any] = {} if schema.is_eventbridge_event(event) else event  # type: ignore[assignment]
+    return _request_of(body, settings)
+
+
+def parse_create_request(body: object, settings: Settings) -> CreateRequest:
+    """Validate a CreateTasks request; every field is optional (defaults documented in the README)."""
+    schema.check(body, schema.REQUEST, "a CreateTasks request")
+    return _request_of(body, settings)  # type: ignore[arg-type]
+
+
+def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
+    """The rules the schema cannot state (it has checked every field on its own): the queue is configured,
+    count equals the number of taskIds, delaySeconds is less than ttlSeconds, the payload's size, printable ids."""
     queue = keys.validate_queue_name(body.get("queue", "work"))
     settings.order_of(queue)
-    task_ids = body.get("taskIds")
-    if task_ids is not None:
-        if not isinstance(task_ids, list) or not all(_valid_task_id(t) for t in task_ids) or not task_ids:
-            raise InvalidTaskInput(
-                f"taskIds must be a non-empty list of ids of 1-{_TASK_ID_MAX} printable characters without '#'"
+    task_ids = list(body.get("taskIds") or ())
+    for index, task_id in enumerate(task_ids):
+        if not _valid_task_id(task_id):
+            raise InvalidField(
+                f"taskIds[{index}] must be 1-{_TASK_ID_MAX} printable characters without '#', got {task_id!r:.100}",
+                f"taskIds[{index}]",
             )
-        if len(set(task_ids)) != len(task_ids):
-            raise InvalidTaskInput("taskIds has duplicates")
-    default_count = len(task_ids) if task_ids else 1
-    count = _whole(body, "count", default_count, 1, MAX_TASKS_PER_REQUEST)
+    if len(set(task_ids)) != len(task_ids):
+        raise InvalidField("taskIds has duplicates", "taskIds")
+    count = _whole(body, "count", len(task_ids) or 1, 1, MAX_TASKS_PER_REQUEST)
     if task_ids and count != len(task_ids):
-        raise InvalidTaskInput(f"count ({count}) must equal the number of taskIds ({len(task_ids)})")
+        raise InvalidField(f"count ({count}) must equal the number of taskIds ({len(task_ids)})", "count")
     payload = body.get("payload", {})
     if not isinstance(payload, dict):
-        raise InvalidTaskInput(f"payload must be a JSON object, got {type(payload).__name__}")
+        raise InvalidField(f"payload must be a JSON object, got {type(payload).__name__}", "payload")
     size = len(encode_json(payload).encode("utf-8"))
     if size > MAX_PAYLOAD_BYTES:
-        raise InvalidTaskInput(
-            f"payload is {size} bytes, over the limit of {MAX_PAYLOAD_BYTES} bytes; store it elsewhere and pass a reference"
+        raise InvalidField(
+            f"payload is {size} bytes, over the limit of {MAX_PAYLOAD_BYTES} bytes; store it elsewhere and pass a reference",
+            "payload",
         )
     ttl_seconds = _whole(body, "ttlSeconds", settings.default_ttl_seconds, 1, 10 * 365 * 86400)
     delay_seconds = _whole(body, "delaySeconds", 0, 0, 365 * 86400)
     if delay_seconds >= ttl_seconds:
-        raise InvalidTaskInput(
+        raise InvalidField(
             f"delaySeconds ({delay_seconds}) must be less than ttlSeconds ({ttl_seconds}): the task would be shed "
-            "before it could ever run"
+            "before it could ever run",
+            "delaySeconds",
         )
     return CreateRequest(
         queue=queue,
         count=count,
-        priority=keys.validate_priority(body.get("priority", 0)),
+        priority=keys.validate_priority(_whole(body, "priority", 0, keys.MIN_PRIORITY, keys.MAX_PRIORITY)),
         ttl_seconds=ttl_seconds,
         payload=payload,
         max_attempts=_whole(body, "maxAttempts", settings.max_attempts, 1, 100),
         delay_seconds=delay_seconds,
-        task_ids=tuple(task_ids or ()),
+        task_ids=tuple(task_ids),
     )
 
 
@@ -257,9 +270,12 @@ def derived_task_ids(count: int, request_id: str | None) -> tuple[str, ...]:
 
 
 def _whole(body: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    """A whole-number field. JSON Schema's "integer" takes 5.0 as 5, and so does this."""
     value = body.get(name, default)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidTaskInput(f"{name} must be a whole number from {low} to {high}, got {value!r}")
+        raise InvalidField(f"{name} must be a whole number from {low} to {high}, got {value!r}", name)
     return value
 
 

@@ -53,6 +53,13 @@ class Settings:
     runner_capacity: int = 3
     fake_runner_duration_seconds: float = 15.0
     fake_runner_failure_rate: float = 0.0
+    # WORKER_QUEUES: the queues this function's worker serves (a subset of QUEUE_ORDERS); empty means every one.
+    worker_queues: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        problem = worker_queues_problem(self.worker_queues, self.queue_orders)
+        if problem:
+            raise ConfigError(f"WORKER_QUEUES={','.join(map(str, self.worker_queues))!r} is not valid: {problem}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -60,11 +67,12 @@ class Settings:
         table = env.get("QUEUE_TABLE_NAME", "").strip()
         if not table:
             raise ConfigError("QUEUE_TABLE_NAME is not set: it must name the DynamoDB queue table")
+        queue_orders = _read(env, "QUEUE_ORDERS", DEFAULT_QUEUE_ORDERS, parse_queue_orders)
         return cls(
             queue_table_name=table,
             trigger_topic_arn=env.get("TRIGGER_TOPIC_ARN") or None,
             process_tasks_topic_arn=env.get("PROCESS_TASKS_TOPIC_ARN") or None,
-            queue_orders=_read(env, "QUEUE_ORDERS", DEFAULT_QUEUE_ORDERS, parse_queue_orders),
+            queue_orders=queue_orders,
             queue_shards=_read_int(env, "QUEUE_SHARDS", "1"),
             default_ttl_seconds=_read_int(env, "DEFAULT_TTL_SECONDS", "3600"),
             retention_seconds=_read_int(env, "RETENTION_SECONDS", "86400"),
@@ -78,7 +86,25 @@ class Settings:
             runner_capacity=_read_int(env, "RUNNER_CAPACITY", "3"),
             fake_runner_duration_seconds=_read_float(env, "FAKE_RUNNER_DURATION_SECONDS", "15"),
             fake_runner_failure_rate=_read_float(env, "FAKE_RUNNER_FAILURE_RATE", "0"),
+            worker_queues=_read(env, "WORKER_QUEUES", "", lambda raw: parse_worker_queues(raw, queue_orders)),
         )
+
+    @property
+    def served_queues(self) -> tuple[str, ...]:
+        """The queues this function's worker serves: WORKER_QUEUES, or every configured queue when it is unset."""
+        return self.worker_queues or tuple(self.queue_orders)
+
+    def check_served(self, queue: str) -> Order:
+        """Refuse, before any claim, a wake-up for a queue this worker does not serve; the queue's order otherwise."""
+        served = self.served_queues
+        if queue not in served:
+            names = ", ".join(map(repr, served))
+            unknown = "" if queue in self.queue_orders else f"; {queue!r} is not a configured queue either (QUEUE_ORDERS: {', '.join(sorted(self.queue_orders))})"
+            raise InvalidTaskInput(
+                f"this worker serves queue{'s' if len(served) > 1 else ''} {names} only (WORKER_QUEUES), not {queue!r}: "
+                f"a wake-up for {queue!r} goes to that queue's own worker{unknown}"
+            )
+        return self.order_of(queue)
 
     def order_of(self, queue: str) -> Order:
         try:
@@ -104,6 +130,29 @@ def parse_queue_orders(text: str) -> dict[str, Order]:
     if not orders:
         raise ValueError("no queue is named")
     return orders
+
+
+def parse_worker_queues(text: str, queue_orders: Mapping[str, Order]) -> tuple[str, ...]:
+    """'work' or 'work,calls' -> ('work',) / ('work', 'calls'); empty -> () (every queue). Each must be in QUEUE_ORDERS."""
+    names = tuple(p.strip() for p in text.split(",") if p.strip())
+    if text.strip() and not names:
+        raise ValueError("names no queue: use a comma-separated list of queues from QUEUE_ORDERS, e.g. work")
+    problem = worker_queues_problem(names, queue_orders)
+    if problem:
+        raise ValueError(problem)
+    return names
+
+
+def worker_queues_problem(names: tuple[str, ...], queue_orders: Mapping[str, Order]) -> str | None:
+    known = ", ".join(sorted(queue_orders))
+    if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
+        return "must be a comma-separated list of queue names"
+    unknown = [n for n in names if n not in queue_orders]
+    if unknown:
+        return f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not in QUEUE_ORDERS ({known})"
+    if len(set(names)) != len(names):
+        return f"a queue is named twice: {', '.join(names)}"
+    return None
 
 
 def _read(env: Mapping[str, str], name: str, default: str, parse: Callable[[str], T]) -> T:

@@ -4,8 +4,11 @@ One invocation = one ``Worker.run``: recover expired leases, then until the clai
 queue's next claimable tasks, claim as many as there are free runner slots, run them concurrently, and
 record SUCCESS / FAILURE, or release for a retry with backoff. While tasks run, their leases are renewed
 (``taskqueue.lease``). Every runner thread's outcome is read: an error recording it (throttling past the
-SDK's retries, a refused request) is logged and counted, never dropped. It reports whether claimable work
-remains, so the handler can tail-call.
+SDK's retries, a refused request) is logged and counted, never dropped. A read, claim or renewal DynamoDB
+refuses for a passing reason (throttling past the SDK's retries) is logged, counted (``retried``) and tried
+again after a pause, so throttling slows a run down instead of failing it. Index entries of tasks this run has
+just claimed, or lost a claim on, are skipped for a moment (a GSI shows writes late). It reports whether
+claimable work remains, so the handler can tail-call.
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ LOST_ROUND_PAUSE_SECONDS = 0.2
 # than a task run twice.
 RECORD_ATTEMPTS = 5
 _RECORD_BACKOFF_SECONDS = 0.5
+# A global secondary index shows writes late (typically well under a second): right after a claim, the index
+# still lists the task as waiting. A claim of such a stale entry is a conditional write that fails and still
+# costs a write. So the entry of a task this run has just claimed, or lost a claim on, is skipped for this long
+# (a task it released for a retry is not: that entry is real).
+STALE_ENTRY_SECONDS = 2.0
 
 
 @dataclass
@@ -50,7 +58,11 @@ class WorkerReport:
     failed: int = 0
     released: int = 0
     lost: int = 0
+    skipped: int = 0  # index entries passed over as stale (this run claimed them, or lost a claim on them, just now)
     errors: int = 0  # outcomes that could not be recorded (logged): the task is recovered after its lease
+    # Refusals for a passing reason (throttling past the SDK's retries) met while recording an outcome or renewing
+    # a lease, each logged and tried again: with ``errors`` and a failed run, every refusal is accounted for.
+    retried: int = 0
     shed: int = 0  # PENDING tasks past their ttl that this run met and shed
     leases_renewed: int = 0
     claim_ages_ms: list[int] = field(default_factory=list)
@@ -89,6 +101,8 @@ class Worker:
         self._rng = rng or random.Random()
         self._settings = store.settings
         self._count_lock = threading.Lock()
+        self._stale: dict[str, float] = {}  # task id -> monotonic time until which its index entry is taken as stale
+        self._stale_lock = threading.Lock()
 
     def recover_leases(self, queue: str, report: WorkerReport) -> None:
         # No extra backoff: a task whose lease expired has already waited a whole lease.
@@ -110,7 +124,13 @@ class Worker:
                 "its remaining time): set LeaseSeconds to at least the function's Timeout"
             )
         report = WorkerReport(queue=queue)
-        self.recover_leases(queue, report)
+        with self._stale_lock:
+            self._stale.clear()
+        try:
+            self.recover_leases(queue, report)
+        except TaskQueueError as exc:  # refused for now: the next run (or the safety net) recovers them
+            if not self._refused_for_now(report, "recovering expired leases", exc):
+                raise
         deadline = self._clock.monotonic() + claim_seconds
         running: dict[Future[None], Lease] = {}
         with ThreadPoolExecutor(max_workers=self._capacity, thread_name_prefix=f"{queue}-runner") as pool:
@@ -125,12 +145,19 @@ class Worker:
                 if free == 0:
                     wait(running, timeout=min(left, self._heartbeat_seconds()), return_when=FIRST_COMPLETED)
                     continue
-                candidates = self._store.candidates(queue, self._settings.page_size)
+                stale = self._stale_ids()
+                try:
+                    candidates = self._store.candidates(queue, self._settings.page_size + len(stale))
+                    due_in = None if candidates or running else self._due_in_seconds(queue)
+                except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
+                    if not self._refused_for_now(report, "reading the queue", exc):
+                        raise
+                    self._clock.sleep(min(left, self._refusal_pause()))
+                    continue
                 if not candidates:
                     if running:
                         wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         continue
-                    due_in = self._due_in_seconds(queue)
                     if due_in is None or due_in >= left:
                         report.stopped_by = "empty"
                         break
@@ -139,10 +166,18 @@ class Worker:
                     self._clock.sleep(max(0.01, min(due_in, IDLE_POLL_SECONDS)))
                     continue
                 claimed_now = 0
-                for candidate in candidates:
+                fresh = [c for c in candidates if c.task_id not in stale]
+                report.skipped += len(candidates) - len(fresh)
+                for candidate in fresh:
                     if free == 0:
                         break
-                    task = self._store.claim(candidate, self._owner)
+                    try:
+                        task = self._store.claim(candidate, self._owner)
+                    except TaskQueueError as exc:  # not applied: the task is still there; pause, look again
+                        if not self._refused_for_now(report, "claiming a task", exc):
+                            raise
+                        break
+                    self._mark_stale(candidate.task_id)
                     if task is None:
                         report.lost += 1
                         continue
@@ -153,7 +188,8 @@ class Worker:
                     lease = Lease(task, self._store, self._owner, self._clock)
                     running[pool.submit(self._run_one, lease, report)] = lease
                 if claimed_now == 0:
-                    # Every claim lost (another worker, or index entries not yet updated): do not spin on them.
+                    # Every claim lost or refused, or only stale entries left (another worker, or index entries
+                    # not yet updated): do not spin on them.
                     self._clock.sleep(min(left, self._rng.uniform(0.5, 1.0) * LOST_ROUND_PAUSE_SECONDS))
             # Tasks in flight finish inside their leases, which the heartbeat keeps.
             while running:
@@ -161,12 +197,43 @@ class Worker:
                 running = self._collect(running, report)
                 self._heartbeat(running.values(), report)
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach.
-        due_in = self._due_in_seconds(queue)
-        report.work_remains = self._store.has_claimable(queue) or (
-            due_in is not None and due_in < self._settings.time_budget_seconds
-        )
+        try:
+            due_in = self._due_in_seconds(queue)
+            report.work_remains = self._store.has_claimable(queue) or (
+                due_in is not None and due_in < self._settings.time_budget_seconds
+            )
+        except TaskQueueError as exc:  # not known: tail-call rather than strand work (an empty run costs little)
+            if not self._refused_for_now(report, "checking for work left", exc, then="tail-calling in case"):
+                raise
+            report.work_remains = True
         report.shed += self._store.drain_shed().get(queue, 0)
         return report
+
+    def _refused_for_now(self, report: WorkerReport, what: str, exc: Exception, then: str = "trying again") -> bool:
+        """A read or claim DynamoDB refused for a passing reason (throttling past the SDK's retries) is logged,
+        counted (``retried``) and tried again after a pause, instead of failing the invocation: a failed
+        invocation tail-calls nobody, so its queue would wait for Lambda's retry or the safety net. Any other
+        error is not handled here (False)."""
+        if not dynamo.is_retryable(exc):
+            return False
+        self._add(report, "retried")
+        logger.warning(f"{what} was refused for now; {then}", extra={"queue": report.queue, "error": str(exc)})
+        return True
+
+    def _refusal_pause(self) -> float:
+        # Jittered, and short enough that the heartbeat of the tasks in flight keeps its pace.
+        return min(self._heartbeat_seconds(), self._rng.uniform(0.5, 1.0) * _RECORD_BACKOFF_SECONDS)
+
+    def _stale_ids(self) -> set[str]:
+        """Ids whose index entries are taken as stale now (forgetting those whose time passed)."""
+        now = self._clock.monotonic()
+        with self._stale_lock:
+            self._stale = {task_id: until for task_id, until in self._stale.items() if until > now}
+            return set(self._stale)
+
+    def _mark_stale(self, task_id: str) -> None:
+        with self._stale_lock:
+            self._stale[task_id] = self._clock.monotonic() + STALE_ENTRY_SECONDS
 
     def _heartbeat_seconds(self) -> float:
         return max(0.05, self._settings.lease_seconds * (1 - 2 / 3) / 2)
@@ -178,6 +245,7 @@ class Worker:
             try:
                 renewed = lease.renew()
             except TaskQueueError as exc:  # throttled past the SDK's retries: the next beat tries again
+                self._add(report, "retried")
                 logger.warning("lease renewal failed; trying again", extra={"task_id": lease.task.task_id, "error": str(exc)})
                 continue
             if renewed:
@@ -238,31 +306,37 @@ class Worker:
                 return
             delay = backoff_ms(task.attempts, self._settings.retry_base_seconds, self._settings.retry_max_seconds, self._rng)
             released = self._record(
-                lease, lambda: self._store.release(task, self._owner, not_before_ms=self._clock.now_ms() + delay, error=error)
+                lease,
+                lambda: self._store.release(task, self._owner, not_before_ms=self._clock.now_ms() + delay, error=error),
+                report,
             )
             if released:
+                with self._stale_lock:  # its new index entry is real: claimable again once due
+                    self._stale.pop(task.task_id, None)
                 self._add(report, "released")
                 logger.info("attempt failed; task released for retry", extra={**log, "error": error, "retry_in_ms": delay})
             else:
                 self._add(report, "lost")
                 logger.warning("lease lost before release; the task will be recovered by lease expiry", extra=log)
         else:
-            if self._record(lease, lambda: self._store.complete(task, self._owner, outcome)):
+            if self._record(lease, lambda: self._store.complete(task, self._owner, outcome), report):
                 self._add(report, "succeeded")
                 logger.info("task succeeded", extra=log)
             else:
                 self._add(report, "lost")
                 logger.warning("lease lost before completion; lease recovery decides whether it runs again", extra=log)
 
-    def _record(self, lease: Lease, write: Any) -> bool:
+    def _record(self, lease: Lease, write: Any, report: WorkerReport) -> bool:
         """Run one outcome write; a passing refusal (throttling) is retried with backoff while the lease lasts,
-        and the lease is renewed meanwhile. Anything else, or the last refusal, propagates to ``_run_one``."""
+        and the lease is renewed meanwhile. Anything else, or the last refusal, propagates to ``_run_one``.
+        Every refusal retried here is logged and counted (``retried``)."""
         for attempt in range(1, RECORD_ATTEMPTS + 1):
             try:
                 return bool(write())
             except Exception as exc:
                 if not dynamo.is_retryable(exc) or attempt == RECORD_ATTEMPTS or lease.lost:
                     raise
+                self._add(report, "retried")
                 logger.warning(
                     "recording the outcome was refused for now; trying again",
                     extra={"task_id": lease.task.task_id, "attempt": attempt, "error": str(exc)},
@@ -271,13 +345,17 @@ class Worker:
                 if lease.due():
                     try:
                         lease.renew()
-                    except TaskQueueError:
-                        pass  # the write below tells whether the lease still holds
+                    except TaskQueueError as renew_error:  # the write below tells whether the lease still holds
+                        self._add(report, "retried")
+                        logger.warning(
+                            "lease renewal failed while recording the outcome; trying the write again",
+                            extra={"task_id": lease.task.task_id, "error": str(renew_error)},
+                        )
         raise AssertionError("unreachable")
 
     def _finish_failed(self, lease: Lease, error: str, report: WorkerReport, log: dict[str, Any]) -> None:
         task = lease.task
-        if self._record(lease, lambda: self._store.fail(task, self._owner, error)):
+        if self._record(lease, lambda: self._store.fail(task, self._owner, error), report):
             self._add(report, "failed")
             logger.error("task failed (dead-lettered)", extra={**log, "error": error, "status": TaskStatus.FAILURE})
         else:

@@ -1,0 +1,565 @@
+"""Least privilege by what the code calls: each function's role grants exactly the DynamoDB / SNS / SQS actions,
+on exactly the resources, that its code (and Lambda on its behalf) really uses.
+
+Granted: template.yaml expanded by the SAM transform (aws-sam-translator, as ``sam validate`` and CloudFormation
+run it), so SAM's policy templates (DynamoDBCrudPolicy, SNSPublishMessagePolicy, ...) and the policies SAM adds
+itself (an event source's on-failure destination, AWS managed policies) become the IAM statements AWS evaluates.
+
+Called: each handler runs through its Lambda entry point against moto, with the environment the template gives it
+(Globals + its own variables, references resolved to the moto resources) and the boto3 clients its own code builds;
+a botocore hook (``before-parameter-build``) records every request. The paths run cover what each function does in
+production, errors included (see the scenario of each function below). A request maps to the IAM actions AWS
+authorizes for it: most are the operation's name on the table (or ``table/<t>/index/<i>`` for an index query);
+TransactWriteItems is authorized per item (PutItem / UpdateItem / DeleteItem / ConditionCheckItem on each item's
+table). What Lambda itself does with the role is derived from the translated template: a stream event source
+reads its stream and sends failed batches to its on-failure destination, an asynchronous on-failure destination
+gets SendMessage, tracing writes to X-Ray, and every function writes its logs.
+
+Asserted per function: every call is granted (no AccessDenied on AWS), and every action granted on a resource of
+this template is called by some path (nothing extra). Grants on ``*`` come only from the AWS managed policies SAM
+attaches and are the documented ones (BROADER_GRANTS; docs/operations.md, "Security").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import fnmatch
+import functools
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import botocore.session
+import pytest
+
+from taskqueue.agents import AgentNotFound, AgentStore
+from taskqueue.errors import InvalidTaskInput, PermanentTaskError
+from taskqueue.lease import extend_lease
+from taskqueue.matching import MatchSettings, parse_profile
+from taskqueue.model import Task, new_tasks, parse_create_request
+from taskqueue.settings import Settings
+from taskqueue.store import TaskStore
+from tests.agent_support import AGENT_TABLE, create_agent_table
+from tests.conftest import TABLE
+from tests.support import FakeClock, LambdaContextStub, load_event, load_function, template
+
+# Error paths end without metrics: Powertools warns that it has none to publish.
+pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
+
+FUNCTIONS = ("CreateTasksFunction", "TriggerFunction", "ProcessTasksFunction", "MatcherFunction", "AgentEventsFunction")
+DATA_TYPES = ("AWS::DynamoDB::Table", "AWS::SNS::Topic", "AWS::SQS::Queue")
+
+# ---- what the role grants: the SAM transform's output ------------------------------------------------------
+
+# The AWS managed policies SAM attaches to the roles it generates, as AWS publishes them (their ARNs are fixed).
+# SAM adds them by itself; a function with its own generated role cannot drop them.
+MANAGED_POLICIES: dict[str, list[dict[str, Any]]] = {
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole": [
+        {"Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], "Resource": "*"},
+    ],
+    "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess": [
+        {
+            "Effect": "Allow",
+            "Action": [
+                "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
+                "xray:GetSamplingTargets", "xray:GetSamplingStatisticSummaries",
+            ],
+            "Resource": "*",
+        },
+    ],
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole": [
+        {
+            "Effect": "Allow",
+            "Action": [
+                "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
+                "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
+            ],
+            "Resource": "*",
+        },
+    ],
+}
+
+_LOGS = {"logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"}
+_XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules", "xray:GetSamplingTargets",
+         "xray:GetSamplingStatisticSummaries"}
+_STREAM_READ = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+# Every grant on "*" that remains, and why (docs/operations.md, "Security" lists them too).
+BROADER_GRANTS: dict[str, dict[str, str]] = {
+    "*": {
+        **{a: "AWSLambdaBasicExecutionRole (SAM adds it to every generated role): logs in any log group, where the "
+              "function only needs /aws/lambda/<its name>" for a in _LOGS},
+        **{a: "AWSXrayWriteOnlyAccess (SAM adds it for Tracing: Active): X-Ray has no resource-level permissions; "
+              "the GetSampling* actions are unused in Lambda, which makes the sampling decision" for a in _XRAY},
+    },
+    "TriggerFunction": {
+        a: "AWSLambdaDynamoDBExecutionRole (SAM adds it for a DynamoDB event source): the stream poller reads the "
+           "two tables' streams with the function's role, but the policy allows reading every stream" for a in _STREAM_READ
+    },
+}
+
+# IAM-only DynamoDB actions (no API operation has these names): a wildcard in a policy also grants them.
+_IAM_ONLY = {"dynamodb": {"ConditionCheckItem", "PartiQLSelect", "PartiQLInsert", "PartiQLUpdate", "PartiQLDelete"}}
+
+
+@functools.cache
+def translated() -> dict[str, Any]:
+    """template.yaml after the SAM transform, as `sam validate` runs it: local code paths as S3 URIs, no managed
+    policy lookups (the managed policies SAM attaches by ARN need none)."""
+    from samtranslator.parser.parser import Parser
+    from samtranslator.translator.translator import Translator
+
+    sam = copy.deepcopy(template())
+    for resource in sam["Resources"].values():
+        props = resource.get("Properties") or {}
+        for key in ("CodeUri", "ContentUri"):
+            if isinstance(props.get(key), str):
+                props[key] = f"s3://bucket/{props[key]}"
+    translator = Translator(managed_policy_map={}, sam_parser=Parser(),
+                            boto_session=boto3.session.Session(region_name="us-east-1"))
+    return translator.translate(sam_template=sam, parameter_values={}, get_managed_policy_map=lambda: {})
+
+
+def _logical(expr: Any) -> str:
+    if isinstance(expr, dict) and "Ref" in expr:
+        return str(expr["Ref"])
+    if isinstance(expr, dict) and "Fn::GetAtt" in expr:
+        target = expr["Fn::GetAtt"]
+        return str(target[0] if isinstance(target, list) else target.split(".", 1)[0])
+    raise AssertionError(f"cannot tell which resource {expr!r} names")
+
+
+def resource_key(expr: Any) -> str:
+    """A policy Resource as '<LogicalId>[/index/<name>]' or '*'."""
+    if expr == "*":
+        return "*"
+    if isinstance(expr, dict) and ("Ref" in expr or "Fn::GetAtt" in expr):
+        return _logical(expr)
+    if isinstance(expr, dict) and "Fn::Sub" in expr:
+        body = expr["Fn::Sub"]
+        text, variables = (body, {}) if isinstance(body, str) else body
+
+        def name(match: re.Match[str]) -> str:
+            var = match.group(1)
+            if var in variables:
+                return f"<{_logical(variables[var])}>"
+            if var.endswith(".Arn"):
+                return f"<{var[:-4]}>"
+            if var.startswith("AWS::"):
+                return var
+            raise AssertionError(f"unknown variable {var!r} in {expr!r}")
+
+        resolved = re.sub(r"\$\{([^}]+)\}", name, text)
+        found = re.search(r"<(\w+)>(.*)$", resolved)
+        assert found, f"cannot tell which resource {expr!r} names"
+        return found.group(1) + found.group(2)
+    raise AssertionError(f"cannot read the policy resource {expr!r}")
+
+
+@functools.cache
+def _operations(service: str) -> frozenset[str]:
+    return frozenset(botocore.session.get_session().get_service_model(service).operation_names) | _IAM_ONLY.get(service, set())
+
+
+def expand(action: str) -> set[str]:
+    """'sqs:SendMessage*' -> {'sqs:SendMessage', 'sqs:SendMessageBatch'}; other services' actions as written."""
+    service, _, pattern = action.partition(":")
+    if service in ("dynamodb", "sns", "sqs") and any(c in pattern for c in "*?"):
+        return {f"{service}:{op}" for op in _operations(service) if fnmatch.fnmatchcase(op, pattern)}
+    return {action}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def grants(function: str) -> set[tuple[str, str]]:
+    """(action, resource key) pairs the function's role allows, wildcards in actions expanded."""
+    out = translated()["Resources"]
+    role = out[f"{function}Role"]["Properties"]
+    statements = [s for p in role.get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
+    for arn in role.get("ManagedPolicyArns", []):
+        assert arn in MANAGED_POLICIES, f"{function}: managed policy {arn} is not known to this test: add its document"
+        statements += MANAGED_POLICIES[arn]
+    found: set[tuple[str, str]] = set()
+    for statement in statements:
+        assert statement["Effect"] == "Allow" and "NotAction" not in statement and "NotResource" not in statement
+        for action in _as_list(statement["Action"]):
+            for resource in _as_list(statement["Resource"]):
+                found |= {(a, resource_key(resource)) for a in expand(action)}
+    return found
+
+
+def allows(granted: set[tuple[str, str]], action: str, resource: str) -> bool:
+    return any(a == action and fnmatch.fnmatchcase(resource, r) for a, r in granted)
+
+
+def platform_calls(function: str) -> set[tuple[str, str]]:
+    """What Lambda does with the function's role, read from the translated template."""
+    out = translated()["Resources"]
+    calls = {(a, f"log-group:/aws/lambda/{function}") for a in _LOGS}
+    if (out[function]["Properties"].get("TracingConfig") or {}).get("Mode") == "Active":
+        calls |= {("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*")}
+
+    def on_failure(props: dict[str, Any]) -> set[tuple[str, str]]:
+        destination = ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+        if destination is None:
+            return set()
+        target = _logical(destination)
+        action = {"AWS::SQS::Queue": "sqs:SendMessage", "AWS::SNS::Topic": "sns:Publish"}[out[target]["Type"]]
+        return {(action, target)}
+
+    for resource in out.values():
+        props = resource.get("Properties") or {}
+        if props.get("FunctionName") != {"Ref": function}:
+            continue
+        if resource["Type"] == "AWS::Lambda::EventSourceMapping":
+            table = _logical(props["EventSourceArn"])
+            calls |= {(a, f"{table}/stream/*") for a in _STREAM_READ} | on_failure(props)
+        elif resource["Type"] == "AWS::Lambda::EventInvokeConfig":
+            calls |= on_failure(props)
+    return calls
+
+
+# ---- what the code calls: a botocore hook on the clients the handlers build --------------------------------
+
+_TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
+
+
+class Recorder:
+    """Records (IAM action, resource key) of every request made while ``recording`` is on."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names  # physical name (table name, topic ARN, queue URL) -> logical id
+        self.calls: set[tuple[str, str]] = set()
+        self.operations: list[str] = []
+        self._on = False
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        self._on = True
+        try:
+            yield
+        finally:
+            self._on = False
+
+    def __call__(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        if not self._on:
+            return
+        service = model.service_model.endpoint_prefix
+        with self._lock:
+            self.operations.append(f"{service}:{model.name}")
+            self.calls |= set(self.iam_requests(service, model.name, params))
+
+    def _name(self, physical: str) -> str:
+        return self.names.get(physical, f"?{physical}")
+
+    def iam_requests(self, service: str, operation: str, params: dict[str, Any]) -> Iterator[tuple[str, str]]:
+        if service == "dynamodb":
+            if operation == "TransactWriteItems":
+                for item in params["TransactItems"]:
+                    (kind, body), = item.items()
+                    yield f"dynamodb:{_TRANSACT_ACTIONS[kind]}", self._name(body["TableName"])
+            elif operation == "TransactGetItems":
+                for item in params["TransactItems"]:
+                    yield "dynamodb:GetItem", self._name(item["Get"]["TableName"])
+            elif operation in ("BatchGetItem", "BatchWriteItem"):
+                for table in params["RequestItems"]:
+                    yield f"dynamodb:{operation}", self._name(table)
+            elif "TableName" in params:
+                resource = self._name(params["TableName"])
+                if params.get("IndexName"):
+                    resource += f"/index/{params['IndexName']}"
+                yield f"dynamodb:{operation}", resource
+            else:
+                yield f"dynamodb:{operation}", "?unmapped"
+        elif service == "sns" and "TopicArn" in params:
+            yield f"sns:{operation}", self._name(params["TopicArn"])
+        elif service == "sqs" and "QueueUrl" in params:
+            yield f"sqs:{operation}", self._name(params["QueueUrl"])
+        else:
+            yield f"{service}:{operation}", "?unmapped"
+
+
+@pytest.fixture
+def world(dynamodb, topics, monkeypatch):
+    """The template's data resources in moto, a recorder on the default boto3 session (the one the handlers'
+    clients come from), and a way to run a function with its template environment."""
+    create_agent_table(dynamodb)
+    failed_url = boto3.client("sqs").create_queue(QueueName="failed-events")["QueueUrl"]
+    physical = {
+        "QueueTable": TABLE,
+        "AgentTable": AGENT_TABLE,
+        "TriggerTopic": topics.trigger_arn,
+        "ProcessTasksTopic": topics.process_arn,
+        "FailedEventsQueue": failed_url,
+    }
+    recorder = Recorder({v: k for k, v in physical.items()})
+    session = boto3._get_default_session()
+    session.events.register("before-parameter-build", recorder, unique_id="iam-least-privilege")
+    try:
+        yield World(physical, recorder, monkeypatch, dynamodb)
+    finally:
+        session.events.unregister("before-parameter-build", unique_id="iam-least-privilege")
+
+
+class World:
+    def __init__(self, physical: dict[str, str], recorder: Recorder, monkeypatch: pytest.MonkeyPatch, client: Any) -> None:
+        self.physical = physical
+        self.recorder = recorder
+        self.monkeypatch = monkeypatch
+        self.setup_client = client  # made before the recorder: setup requests are never recorded
+
+    def environment(self, function: str) -> dict[str, str]:
+        """The function's environment as Lambda gives it: Globals merged with its own variables."""
+        tpl = template()
+        variables = dict(tpl["Globals"]["Function"]["Environment"]["Variables"])
+        variables.update(((tpl["Resources"][function]["Properties"].get("Environment") or {}).get("Variables")) or {})
+        return {name: self._resolve(value) for name, value in variables.items()}
+
+    def _resolve(self, value: Any) -> str:
+        if isinstance(value, dict) and "Ref" in value:
+            ref = value["Ref"]
+            if ref in self.physical:
+                return self.physical[ref]
+            parameter = template()["Parameters"].get(ref)
+            assert parameter is not None and "Default" in parameter, f"cannot resolve {value!r} for the test"
+            return str(parameter["Default"])
+        assert not isinstance(value, (dict, list)), f"cannot resolve {value!r} for the test"
+        return str(value).lower() if isinstance(value, bool) else str(value)
+
+    def use_environment(self, function: str, **overrides: str) -> None:
+        for name, value in (self.environment(function) | overrides).items():
+            self.monkeypatch.setenv(name, value)
+
+    def invoke(self, module: Any, event: dict[str, Any], *, remaining_ms: int = 60_000, request_id: str = "req-1",
+               expect: type[BaseException] | None = None) -> Any:
+        """The Lambda entry point, with the services the handler builds itself from the environment."""
+        for cached in ("services", "runner"):
+            if hasattr(getattr(module, cached, None), "cache_clear"):
+                getattr(module, cached).cache_clear()
+        context = LambdaContextStub(remaining_ms=remaining_ms, request_id=request_id)
+        with self.recorder.recording():
+            if expect is None:
+                return module.lambda_handler(event, context)
+            with pytest.raises(expect):
+                module.lambda_handler(event, context)
+            return None
+
+    def settings(self, function: str) -> Settings:
+        return Settings.from_env(self.environment(function) | {"RETRY_BASE_SECONDS": "0"})
+
+    def store(self, function: str, clock: Any = None) -> TaskStore:
+        return TaskStore(self.setup_client, self.settings(function), clock)
+
+    def agents(self, function: str, store: TaskStore) -> AgentStore:
+        return AgentStore(self.setup_client, MatchSettings.from_env(self.environment(function)), store)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def seed(store: TaskStore, clock: Any = None, **body: Any) -> Task:
+    (task,) = new_tasks(parse_create_request(body, store.settings), (clock.now_ms() if clock else now_ms()), store.settings)
+    store.put_tasks([task])
+    return task
+
+
+def taken_with_expired_lease(store: TaskStore, past: FakeClock, **body: Any) -> Task:
+    """A task a crashed worker claimed an hour ago: its lease has long passed."""
+    seeded = seed(store, past, ttlSeconds=7200, **body)
+    candidates = store.candidates(seeded.queue, 1000, past.now_ms(), shed=False)
+    task = store.claim(next(c for c in candidates if c.task_id == seeded.task_id), "crashed-worker", past.now_ms())
+    assert task is not None
+    return task
+
+
+# ---- the paths each function runs in production -------------------------------------------------------------
+
+def scripted_runner(task: Task) -> dict[str, Any]:
+    """ProcessTasks' TASK_RUNNER in this test: the payload says what the legacy system does."""
+    action = task.payload.get("do", "ok")
+    if action == "permanent":
+        raise PermanentTaskError("the legacy system refuses this task")
+    if action == "retry":
+        raise RuntimeError("the legacy system timed out")
+    if action == "heartbeat":
+        extend_lease(600)  # a runner that knows it needs longer (the heartbeat's own renewal is the same request)
+    return {"done": task.task_id}
+
+
+def run_create_tasks(world: World) -> None:
+    app = load_function("create_tasks")
+    world.use_environment("CreateTasksFunction")
+    # The schedule (asynchronous; Lambda retries it with the same request id), and its retry.
+    assert world.invoke(app, load_event("create_tasks-schedule.json"), request_id="sched-1")["created"] == 15
+    assert world.invoke(app, load_event("create_tasks-schedule.json"), request_id="sched-1")["created"] == 0
+    assert world.invoke(app, load_event("create_tasks-scheduled-event.json"), request_id="sched-2")["created"] >= 1
+    # A caller's system with its own ids (idempotent), twice.
+    assert world.invoke(app, load_event("create_tasks-urgent.json"), request_id="direct-1")["created"] == 1
+    assert world.invoke(app, load_event("create_tasks-urgent.json"), request_id="direct-2")["alreadyExisted"] == 1
+    # Refused input.
+    world.invoke(app, {"queue": "nope"}, expect=InvalidTaskInput)
+
+
+def run_trigger(world: World) -> None:
+    app = load_function("trigger")
+    world.use_environment("TriggerFunction")
+    store = world.store("TriggerFunction")
+    past = FakeClock(now_ms() - 3_600_000)
+    # Safety net: an expired lease to recover (and one out of attempts), claimable work, an expired entry to shed.
+    taken_with_expired_lease(store, past, queue="work")
+    taken_with_expired_lease(store, past, queue="calls", maxAttempts=1)
+    seed(store, queue="work")
+    seed(store, past, queue="calls", ttlSeconds=60)
+    seed(store, queue="calls")
+    assert sorted(world.invoke(app, load_event("trigger-safety-net.json"))["woken"]) == ["calls", "work"]
+    # Stream batch: task INSERTs of both queues, a TTL deletion (shed count), a malformed record, an agent entry.
+    batch = load_event("trigger-stream-insert.json")
+    calls = json.loads(json.dumps(batch["Records"][0]))
+    calls["dynamodb"]["NewImage"]["queue"]["S"] = "calls"
+    calls["dynamodb"]["SequenceNumber"] = "9001"
+    batch["Records"] += [calls, *load_event("trigger-stream-ttl-remove.json")["Records"],
+                         *load_event("trigger-stream-malformed.json")["Records"]]
+    assert world.invoke(app, batch) == {"batchItemFailures": []}
+    assert world.invoke(app, load_event("trigger-stream-agent-entry.json")) == {"batchItemFailures": []}
+    # Tail call.
+    assert world.invoke(app, load_event("trigger-sns-tail-call.json")) == {"woken": ["work"]}
+    # Error path: SNS refuses the wake-up (the topic is gone): the record fails and is retried by the stream.
+    boto3.client("sns").delete_topic(TopicArn=world.physical["ProcessTasksTopic"])
+    assert world.invoke(app, load_event("trigger-stream-insert.json"))["batchItemFailures"]
+    world.invoke(app, {"unexpected": True}, expect=InvalidTaskInput)
+
+
+def run_process_tasks(world: World) -> None:
+    app = load_function("process_tasks")
+    world.use_environment(
+        "ProcessTasksFunction", TASK_RUNNER=f"{__name__}:scripted_runner", RETRY_BASE_SECONDS="0", RETRY_MAX_SECONDS="0"
+    )
+    store = world.store("ProcessTasksFunction")
+    past = FakeClock(now_ms() - 3_600_000)
+    taken_with_expired_lease(store, past, payload={"do": "ok"})  # lease recovery: back to PENDING, then run
+    taken_with_expired_lease(store, past, maxAttempts=1)  # lease recovery: attempts used up -> FAILURE
+    seed(store, past, ttlSeconds=60)  # expired while waiting: shed
+    for action in ("ok", "permanent", "heartbeat"):
+        seed(store, payload={"do": action})
+    seed(store, payload={"do": "retry"}, maxAttempts=2)  # released for a retry, then dead-lettered
+    seed(store, delaySeconds=30)  # due within the next budget: a tail call
+    # 20 s left: claims for up to 10 s; the delayed task falls due after that, so the run ends with a tail call.
+    report = world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=20_000)
+    assert report["recovered"] == 2 and report["shed"] == 1 and report["work_remains"] is True, report
+    assert (report["succeeded"], report["released"]) == (3, 1), report  # "heartbeat" extended its lease and succeeded
+    assert report["failed"] == 3, report  # the permanent error, the exhausted retry, the lease out of attempts
+    world.invoke(app, {"queue": "nope"}, expect=InvalidTaskInput)
+
+
+def run_matcher(world: World) -> None:
+    app = load_function("matcher")
+    world.use_environment("MatcherFunction", RETRY_BASE_SECONDS="0")
+    store = world.store("MatcherFunction")
+    agents = world.agents("MatcherFunction", store)
+    past = FakeClock(now_ms() - 3_600_000)
+    attributes = agents.settings.attributes
+    for agent_id, language in (("a-en", "en"), ("a-fr", "fr")):
+        agents.put_available(parse_profile({"agentId": agent_id, "attributes": {"language": [language], "gender": ["f"]}}, attributes))
+    seed(store, queue="calls", payload={"preferences": {"language": "en"}})  # matched
+    seed(store, queue="calls", payload={"preferences": {"language": "de"}})  # no agent: keeps waiting, untouched
+    seed(store, queue="calls", payload={"preferences": {"planet": "mars"}})  # can never match: dead-lettered
+    seed(store, past, queue="calls", ttlSeconds=60)  # the caller hung up: shed
+    taken_with_expired_lease(store, past, queue="calls", payload={"preferences": {"language": "fr"}})  # recovered
+    report = world.invoke(app, load_event("matcher-sns-wake.json"))
+    assert (report["matched"], report["invalid"], report["shed"]) == (2, 1, 1), report
+    # Out of time with calls still waiting: a tail call.
+    assert world.invoke(app, load_event("matcher-sns-wake.json"), remaining_ms=1)["work_remains"] is True
+    world.invoke(app, {"action": "agentAvailable"}, expect=InvalidTaskInput)
+
+
+def run_agent_events(world: World) -> None:
+    app = load_function("agent_events")
+    world.use_environment("AgentEventsFunction")
+    available = load_event("agent_events-agent-available.json")
+    assert world.invoke(app, available)["outcome"] == "queued"
+    assert world.invoke(app, available)["outcome"] == "already-queued"
+    changed = json.loads(json.dumps(available))
+    changed["agent"]["attributes"]["language"] = ["de"]
+    assert world.invoke(app, changed)["outcome"] == "requeued"
+    assert world.invoke(app, load_event("agent_events-queue-depth.json"))["depth"] == 0
+    # An agent on a call (a match made it busy) ends its call; another goes offline; an unknown one is refused.
+    store = world.store("AgentEventsFunction")
+    agents = world.agents("AgentEventsFunction", store)
+    busy = parse_profile({"agentId": "busy-1", "attributes": {"language": ["en"], "gender": ["m"]}}, agents.settings.attributes)
+    agents.put_available(busy)
+    call = seed(store, queue="calls")
+    claimed = store.claim(store.candidates("calls", 1)[0], "matcher")
+    head = next(h for key in agents.get("busy-1").entries if (h := agents.head(key)) and h.agent_id == "busy-1")
+    assert claimed is not None and call.task_id == claimed.task_id
+    assert agents.match(claimed, "matcher", head).outcome.value == "matched"
+    assert world.invoke(app, {"action": "callEnded", "agentId": "busy-1", "callId": call.task_id})["outcome"] == "queued"
+    assert world.invoke(app, load_event("agent_events-agent-offline.json"))["outcome"] == "offline"
+    assert world.invoke(app, load_event("agent_events-call-ended.json"))["outcome"] == "already-offline"
+    world.invoke(app, {"action": "agentOffline", "agentId": "nobody"}, expect=AgentNotFound)
+    world.invoke(app, {"action": "dance"}, expect=InvalidTaskInput)
+
+
+SCENARIOS = {
+    "CreateTasksFunction": run_create_tasks,
+    "TriggerFunction": run_trigger,
+    "ProcessTasksFunction": run_process_tasks,
+    "MatcherFunction": run_matcher,
+    "AgentEventsFunction": run_agent_events,
+}
+
+
+def _show(pairs: set[tuple[str, str]]) -> str:
+    return "\n  ".join(f"{a} on {r}" for a, r in sorted(pairs, key=lambda p: (p[1], p[0]))) or "-"
+
+
+# ---- the tests -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_role_grants_exactly_what_the_code_and_lambda_call(world, function):
+    SCENARIOS[function](world)
+    code_calls = world.recorder.calls
+    assert code_calls, f"{function}: the scenario made no AWS request"
+    needed = code_calls | platform_calls(function)
+    granted = grants(function)
+    denied = {(a, r) for a, r in needed if not allows(granted, a, r)}
+    data = {name for name, r in translated()["Resources"].items() if r["Type"] in DATA_TYPES}
+    unused = {
+        (a, r) for a, r in granted
+        if r != "*" and not any(a == na and fnmatch.fnmatchcase(nr, r) for na, nr in needed)
+    }
+    assert not denied and not unused, (
+        f"{function}:\nAccessDenied on AWS (called, not granted):\n  {_show(denied)}\n"
+        f"granted, never called by any path:\n  {_show(unused)}\n"
+        f"(requests seen: {sorted(set(world.recorder.operations))})"
+    )
+    # Every grant names a resource of this template, or is one of the documented broader grants on "*".
+    for action, resource in granted:
+        assert resource == "*" or resource.split("/", 1)[0] in data, (function, action, resource)
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_grants_on_every_resource_are_only_the_documented_managed_policies(function):
+    broad = {a for a, r in grants(function) if r == "*"}
+    documented = set(BROADER_GRANTS["*"]) | set(BROADER_GRANTS.get(function, {}))
+    assert broad == documented, f"{function}: undocumented grants on '*': {sorted(broad - documented)}; " \
+                                f"documented but gone: {sorted(documented - broad)}"
+
+
+def test_every_broader_grant_is_explained_in_the_operations_guide():
+    from tests.support import ROOT
+
+    security = (ROOT / "docs" / "operations.md").read_text().split("## Security", 1)
+    assert len(security) == 2, "docs/operations.md has no Security section"
+    text = security[1]
+    for policy in ("AWSLambdaBasicExecutionRole", "AWSXrayWriteOnlyAccess", "AWSLambdaDynamoDBExecutionRole"):
+        assert policy in text, policy
+    for function in FUNCTIONS:
+        assert function.removesuffix("Function") in text, function
