@@ -10,7 +10,7 @@ SAM_CLI_VERSION := 1.170.0
 # which hangs when 3.13 is not the active version), else a python3.13 on PATH.
 PY313 := $(or $(lastword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13)),$(shell command -v python3.13 2>/dev/null))
 
-.PHONY: venv test test-moto test-dynamodb-local lint security build validate demo invoke clean
+.PHONY: venv test test-moto test-dynamodb-local lint security bench build validate demo invoke clean
 
 $(VENV)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ test-dynamodb-local: venv
 
 lint: venv
 	$(VENV)/bin/cfn-lint template.yaml
+
+# Benchmarks against the seed designs (docs/benchmarks.md): one table, bench/results.md; about 9 minutes.
+bench: venv
+	$(PY) bench/run.py
 
 # checkov on the template (its own venv: it pins a boto3 that conflicts with ours); every skip says why.
 security:

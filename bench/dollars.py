@@ -1,0 +1,91 @@
+"""Dollars per million tasks at published on-demand list prices, for the product, the seed LIFO demo and a
+plain SQS standard queue + Lambda worker doing the same work (no LIFO, no priorities, no shedding).
+
+PRICES: us-east-1 (N. Virginia) list prices as published on the AWS pricing pages for DynamoDB (on-demand,
+Standard table class, after the 1 November 2024 reduction of on-demand throughput prices), Lambda (arm64),
+SNS and SQS, as the author knew them in 2025. **Not re-checked**: this machine has no network. Free tiers
+are ignored. Things that cost nothing are listed as such: DynamoDB Streams reads by Lambda triggers, SNS
+deliveries to Lambda, EventBridge schedule rules.
+
+What each design pays per task (the runner's own time is the same work in every design and left out; so is
+storage — except that the seed never deletes anything, see docs/benchmarks.md):
+
+- product and seed: DynamoDB write and read units per completed task (measured with the cost meter), Lambda
+  invocations and GB-seconds per task (the invocation model, durations are its assumptions), SNS publishes
+  per task (the model). Tasks are written by the producer itself (no CreateTasks invocation in any design).
+- SQS + Lambda (modelled from documented request counts): one SendMessage per task; the event source
+  mapping's long polls (one ReceiveMessage per arriving message at these rates, plus 5 pollers x 3 empty 20 s
+  long polls a minute); one DeleteMessageBatch and one Lambda invocation per batch of
+  min(10, rate x 10 s) messages (BatchSize 10, MaximumBatchingWindowInSeconds 10, like the product's
+  stream mapping); 10 ms per invocation at the product worker's 256 MB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+REGION = "us-east-1"
+PRICES_AS_OF = "2025 (list prices after the 2024-11-01 DynamoDB on-demand reduction); not re-checked"
+PRICES = {
+    "dynamodb_write_request_unit": 0.625 / 1e6,  # $ per WRU, on-demand, Standard table class
+    "dynamodb_read_request_unit": 0.125 / 1e6,  # $ per RRU
+    "lambda_request": 0.20 / 1e6,  # $ per invocation
+    "lambda_gb_second_arm64": 0.0000133334,  # $ per GB-s, arm64, first tier
+    "sns_publish": 0.50 / 1e6,  # $ per Publish request (standard topic, up to 64 KB)
+    "sqs_request": 0.40 / 1e6,  # $ per request (standard queue, up to 64 KB)
+}
+FREE = ("DynamoDB Streams GetRecords by Lambda triggers", "SNS deliveries to Lambda", "EventBridge schedule rules")
+
+
+@dataclass(frozen=True)
+class CostPerMillion:
+    dynamodb: float
+    lambda_requests: float
+    lambda_compute: float
+    sns: float
+    sqs: float
+
+    @property
+    def total(self) -> float:
+        return self.dynamodb + self.lambda_requests + self.lambda_compute + self.sns + self.sqs
+
+    def as_dict(self) -> dict[str, float]:
+        return {"dynamodb": self.dynamodb, "lambda_requests": self.lambda_requests, "lambda_compute": self.lambda_compute,
+                "sns": self.sns, "sqs": self.sqs, "total": self.total}
+
+
+def queue_design(wcu_per_task: float, rcu_per_task: float, invocations_per_task: float, gb_seconds_per_task: float,
+                 publishes_per_task: float) -> CostPerMillion:
+    """A design on DynamoDB + Lambda + SNS, per million tasks."""
+    m = 1e6
+    return CostPerMillion(
+        dynamodb=m * (wcu_per_task * PRICES["dynamodb_write_request_unit"] + rcu_per_task * PRICES["dynamodb_read_request_unit"]),
+        lambda_requests=m * invocations_per_task * PRICES["lambda_request"],
+        lambda_compute=m * gb_seconds_per_task * PRICES["lambda_gb_second_arm64"],
+        sns=m * publishes_per_task * PRICES["sns_publish"],
+        sqs=0.0,
+    )
+
+
+def sqs_lambda(rate: float, *, batch_size: int = 10, window_seconds: float = 10.0, pollers: int = 5,
+               long_poll_seconds: float = 20.0, invocation_seconds: float = 0.010, memory_mb: int = 256) -> tuple[CostPerMillion, dict[str, Any]]:
+    """A standard SQS queue with a Lambda event source mapping, per million tasks at ``rate`` tasks/s."""
+    batch = max(1.0, min(batch_size, rate * window_seconds))
+    empty_polls_per_task = pollers * (60.0 / long_poll_seconds) / 60.0 / rate
+    requests = {
+        "send": 1.0,
+        "receive": 1.0 + empty_polls_per_task,
+        "delete_batch": 1.0 / batch,
+    }
+    invocations = 1.0 / batch
+    gb_seconds = invocations * invocation_seconds * memory_mb / 1024
+    m = 1e6
+    cost = CostPerMillion(
+        dynamodb=0.0,
+        lambda_requests=m * invocations * PRICES["lambda_request"],
+        lambda_compute=m * gb_seconds * PRICES["lambda_gb_second_arm64"],
+        sns=0.0,
+        sqs=m * sum(requests.values()) * PRICES["sqs_request"],
+    )
+    return cost, {"requests_per_task": requests, "invocations_per_task": invocations, "batch": batch}

@@ -1,0 +1,417 @@
+"""How many Lambda invocations a design makes per task: a small discrete-event simulation of the wiring.
+
+Modelled, in virtual time (no emulator, no real code), for the product and for the seed LIFO demo:
+
+- **arrivals**: Poisson at ``rate`` tasks/s (seeded), one table INSERT each;
+- **the table's stream and its event source mapping**: every write of a task is a stream record; the
+  mapping's filter drops what it does not pass *before* batching (the product passes INSERTs only, the seed
+  passes everything: its Trigger filters in code); records are gathered until ``BatchSize`` or until
+  ``MaximumBatchingWindowInSeconds`` after the first one, read by a poller 4 times a second, one batch in
+  flight per shard (one shard: these rates never split a stream);
+- **Trigger**: one invocation per batch; it publishes one wake-up on ProcessTasksTopic when the batch holds
+  an INSERT (both designs), and one per tail call it receives on TriggerTopic; the product's safety-net
+  schedule invokes it every ``SafetyNetScheduleRate`` and it wakes the worker when claimable tasks wait;
+- **SNS -> ProcessTasks**: asynchronous invocations of a function with reserved concurrency 1: a wake-up
+  that finds the worker running is throttled and retried after 1, 2, 4, ... s (at most 5 min apart) until it
+  is older than the function's ``MaximumEventAgeInSeconds`` (product 300 s, seed 60 s), then dropped;
+- **the worker**, as each design's code behaves (request latency ``request_seconds`` each): the product
+  recovers leases, reads the ready and delayed partitions, claims while the runner has a free slot, completes,
+  stops at an empty queue or at its 60 s budget (then tail-calls if work remains); the seed reads a page of
+  10, starts one task every 200 ms, bounces a task when the runner is full, waits for the page to settle and
+  500 ms more, stops at an empty page or after 59 s (tail call);
+- **the runner**: ``runner_capacity`` tasks at once, ``runner_seconds`` each (0 = a runner that keeps up).
+
+Template values (batch size, window, safety net, budget, page size, concurrency, event age, memory) come
+from template.yaml (``bench.common.template_values``); the seed's from its own template as DESIGN.md and
+its article describe it. Durations feed Lambda GB-seconds in the dollar model; they are the model's, not a
+measurement on AWS. The run also returns a *trace* (arrival times, worker invocation starts, safety-net
+ticks) that ``bench/lifo_runs.py`` replays with the real code to measure read and write units.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class DesignModel:
+    name: str
+    passes_all_records: bool  # no filter on the stream mapping (the seed)
+    batch_size: int
+    window_seconds: float
+    safety_net_seconds: float | None
+    worker_max_event_age_seconds: float
+    budget_seconds: float
+    page_size: int
+    runner_capacity: int
+    worker_memory_mb: int
+    trigger_memory_mb: int
+    seed_loop: bool  # the seed's page loop (200 ms stagger, 500 ms pause, bounce when full)
+    stagger_seconds: float = 0.2
+    pause_seconds: float = 0.5
+
+
+def product_model(values: Any) -> DesignModel:
+    """The product as template.yaml configures it (``values``: bench.common.TemplateValues)."""
+    return DesignModel(
+        name="product",
+        passes_all_records=not values.insert_only_filter,
+        batch_size=values.trigger_batch_size,
+        window_seconds=values.trigger_window_seconds,
+        safety_net_seconds=values.safety_net_seconds,
+        worker_max_event_age_seconds=values.worker_max_event_age_seconds,
+        budget_seconds=values.time_budget_seconds,
+        page_size=values.page_size,
+        runner_capacity=values.runner_capacity,
+        worker_memory_mb=values.worker_memory_mb,
+        trigger_memory_mb=values.trigger_memory_mb,
+        seed_loop=False,
+    )
+
+
+def seed_model() -> DesignModel:
+    """The seed LIFO demo's template: batch 10, window 10 s, no filter, wake-ups expire after 60 s, no
+    safety net, 59 s loop, page 10, runner 3 at a time; SAM's default 128 MB."""
+    return DesignModel(
+        name="seed",
+        passes_all_records=True,
+        batch_size=10,
+        window_seconds=10.0,
+        safety_net_seconds=None,
+        worker_max_event_age_seconds=60.0,
+        budget_seconds=59.0,
+        page_size=10,
+        runner_capacity=3,
+        worker_memory_mb=128,
+        trigger_memory_mb=128,
+        seed_loop=True,
+    )
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What AWS does, as the model assumes it (documented behaviour; latencies are assumptions)."""
+
+    poll_seconds: float = 0.25  # the stream poller reads a shard 4 times a second
+    sns_delivery_seconds: float = 0.05
+    request_seconds: float = 0.005  # one DynamoDB request
+    publish_seconds: float = 0.02  # one SNS Publish from inside a function
+    trigger_base_seconds: float = 0.01  # Trigger's own work per invocation
+    worker_base_seconds: float = 0.01
+    throttle_first_retry_seconds: float = 1.0
+    throttle_max_retry_seconds: float = 300.0
+
+
+@dataclass
+class ModelResult:
+    design: str
+    rate: float
+    tasks: int
+    completed: int
+    bounces: int
+    seconds: float  # virtual time until the last task finished
+    invocations: Counter = field(default_factory=Counter)  # function -> count
+    trigger_sources: Counter = field(default_factory=Counter)  # stream / tail-call / safety-net
+    throttles: int = 0
+    dropped_wakeups: int = 0
+    publishes: Counter = field(default_factory=Counter)  # topic -> count
+    gb_seconds: Counter = field(default_factory=Counter)  # function -> GB-s (per-invocation ms rounded up)
+    stream_records: int = 0
+    delivered_records: int = 0
+    worker_starts: list[float] = field(default_factory=list)
+    safety_net_ticks: list[float] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+
+    def per_thousand(self, function: str) -> float:
+        return 1000.0 * self.invocations[function] / self.tasks
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "design": self.design,
+            "rate": self.rate,
+            "tasks": self.tasks,
+            "completed": self.completed,
+            "seconds": self.seconds,
+            "trigger_per_1000": self.per_thousand("Trigger"),
+            "worker_per_1000": self.per_thousand("ProcessTasks"),
+            "total_per_1000": 1000.0 * sum(self.invocations.values()) / self.tasks,
+            "trigger_sources": dict(self.trigger_sources),
+            "throttles_per_1000": 1000.0 * self.throttles / self.tasks,
+            "dropped_wakeups": self.dropped_wakeups,
+            "publishes_per_1000": 1000.0 * sum(self.publishes.values()) / self.tasks,
+            "gb_seconds_per_1000": {k: 1000.0 * v / self.tasks for k, v in self.gb_seconds.items()},
+            "bounces_per_1000": 1000.0 * self.bounces / self.tasks,
+            "stream_records_per_task": self.stream_records / self.tasks,
+            # How long the last task took to finish, over how long the tasks took to arrive: ~1 when the
+            # design keeps up, more when its own loop is the bottleneck.
+            "finish_over_arrival": self.seconds / self.arrivals[-1] if self.arrivals else float("nan"),
+        }
+
+
+class _Sim:
+    def __init__(self, model: DesignModel, platform: Platform, rate: float, tasks: int, runner_seconds: float,
+                 seed: int) -> None:
+        self.m = model
+        self.p = platform
+        self.rate = rate
+        self.n = tasks
+        self.runner_seconds = runner_seconds
+        self.rng = random.Random(seed)
+        self.events: list[tuple[float, int, Callable[[], None]]] = []
+        self.seq = itertools.count()
+        self.now = 0.0
+        self.pending: list[float] = []  # creation times of PENDING tasks (LIFO: newest last)
+        self.running = 0
+        self.created = 0
+        self.completed = 0
+        self.last_done = 0.0
+        self.buffer: list[str] = []  # stream records passed by the filter, waiting for a batch
+        self.first_at: float | None = None
+        self.esm_busy = False
+        self.worker_busy = False
+        self.result = ModelResult(model.name, rate, tasks, 0, 0, 0.0)
+
+    # ---- plumbing ---------------------------------------------------------------------------------
+
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self.events, (t, next(self.seq), fn))
+
+    def done(self) -> bool:
+        return self.created == self.n and self.completed == self.n
+
+    def run(self) -> ModelResult:
+        t = 0.0
+        for _ in range(self.n):
+            t += self.rng.expovariate(self.rate)
+            self.at(t, self.arrive)
+        self.at(self.p.poll_seconds, self.poll)
+        if self.m.safety_net_seconds:
+            self.at(self.m.safety_net_seconds, self.safety_net)
+        limit = t + 24 * 3600
+        while self.events:
+            self.now, _, fn = heapq.heappop(self.events)
+            if self.now > limit:
+                raise RuntimeError(f"{self.m.name}: the model did not drain within a day of virtual time")
+            fn()
+            if self.done() and not self.worker_busy and not self.esm_busy:
+                break
+        self.result.completed = self.completed
+        self.result.seconds = self.last_done
+        return self.result
+
+    def record(self, kind: str) -> None:
+        """A stream record of a task write; the mapping's filter decides whether Trigger ever sees it."""
+        self.result.stream_records += 1
+        if kind == "INSERT" or self.m.passes_all_records:
+            if not self.buffer:
+                self.first_at = self.now
+            self.buffer.append(kind)
+
+    # ---- arrivals, stream, Trigger ----------------------------------------------------------------
+
+    def arrive(self) -> None:
+        self.created += 1
+        self.pending.append(self.now)
+        self.result.arrivals.append(self.now)
+        self.record("INSERT")
+
+    def poll(self) -> None:
+        if not self.done():
+            self.at(self.now + self.p.poll_seconds, self.poll)
+        if self.esm_busy or not self.buffer:
+            return
+        assert self.first_at is not None
+        if len(self.buffer) < self.m.batch_size and self.now - self.first_at < self.m.window_seconds:
+            return
+        batch, self.buffer = self.buffer[: self.m.batch_size], self.buffer[self.m.batch_size:]
+        self.first_at = self.now if self.buffer else None
+        self.result.delivered_records += len(batch)
+        self.esm_busy = True
+        wakes = "INSERT" in batch
+        duration = self.p.trigger_base_seconds + (self.p.publish_seconds if wakes else 0.0)
+        self.invoked("Trigger", duration, self.m.trigger_memory_mb, "stream")
+
+        def finish() -> None:
+            self.esm_busy = False
+            if wakes:
+                self.wake()
+
+        self.at(self.now + duration, finish)
+
+    def invoked(self, function: str, seconds: float, memory_mb: int, source: str | None = None) -> None:
+        self.result.invocations[function] += 1
+        if source:
+            self.result.trigger_sources[source] += 1
+        self.result.gb_seconds[function] += math.ceil(seconds * 1000) / 1000 * memory_mb / 1024
+
+    def wake(self) -> None:
+        """Trigger publishes a wake-up on ProcessTasksTopic: SNS invokes the worker asynchronously."""
+        self.result.publishes["ProcessTasksTopic"] += 1
+        received = self.now + self.p.sns_delivery_seconds
+        self.at(received, lambda: self.attempt(received, 0))
+
+    def tail_call(self) -> None:
+        """The worker publishes on TriggerTopic; Trigger runs and wakes the worker."""
+        self.result.publishes["TriggerTopic"] += 1
+
+        def trigger() -> None:
+            duration = self.p.trigger_base_seconds + self.p.publish_seconds
+            self.invoked("Trigger", duration, self.m.trigger_memory_mb, "tail-call")
+            self.at(self.now + duration, self.wake)
+
+        self.at(self.now + self.p.sns_delivery_seconds, trigger)
+
+    def safety_net(self) -> None:
+        if not self.done():
+            self.at(self.now + (self.m.safety_net_seconds or 60.0), self.safety_net)
+        self.result.safety_net_ticks.append(self.now)
+        # Lease recovery and a claimable check per queue (work, calls): 3 queries each.
+        wakes = bool(self.pending)
+        duration = self.p.trigger_base_seconds + 6 * self.p.request_seconds + (self.p.publish_seconds if wakes else 0)
+        self.invoked("Trigger", duration, self.m.trigger_memory_mb, "safety-net")
+        if wakes:
+            self.at(self.now + duration, self.wake)
+
+    # ---- the worker's asynchronous invocations ------------------------------------------------------
+
+    def attempt(self, received: float, throttles: int) -> None:
+        if self.worker_busy:
+            self.result.throttles += 1
+            delay = min(self.p.throttle_first_retry_seconds * 2 ** throttles, self.p.throttle_max_retry_seconds)
+            if self.now + delay - received > self.m.worker_max_event_age_seconds:
+                self.result.dropped_wakeups += 1
+                return
+            self.at(self.now + delay, lambda: self.attempt(received, throttles + 1))
+            return
+        self.worker_busy = True
+        self.result.worker_starts.append(self.now)
+        start = self.now
+        if self.m.seed_loop:
+            self.seed_invocation(start)
+        else:
+            self.product_invocation(start)
+
+    def end_invocation(self, start: float, tail: bool) -> None:
+        self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb)
+        self.worker_busy = False
+        if tail:
+            self.tail_call()
+
+    def take_newest(self) -> None:
+        self.pending.pop()
+
+    def complete_later(self, seconds: float) -> None:
+        self.running += 1
+
+        def finish() -> None:
+            self.running -= 1
+            self.completed += 1
+            self.last_done = self.now
+            self.record("MODIFY")
+
+        self.at(self.now + seconds, finish)
+
+    # The product's Worker.run: recover leases (1 query); loop: read the ready and delayed partitions
+    # (2 queries), claim while the runner has a free slot (1 write each, completed by a runner thread with 1
+    # write), wait for a slot or for arrivals while tasks run; stop when nothing runs and nothing waits, or at
+    # the budget (then wait for running tasks); last, next_due + has_claimable (3 queries), tail call if
+    # claimable work remains.
+    def product_invocation(self, start: float) -> None:
+        req = self.p.request_seconds
+        deadline = start + self.m.budget_seconds
+
+        def step() -> None:
+            if self.now >= deadline:
+                return drain()
+            free = self.m.runner_capacity - self.running
+            if free <= 0:
+                return self.at(self.now + 0.05, step)  # wait for a runner slot
+            self.now_plus(2 * req)
+            if not self.pending:
+                if self.running:
+                    return self.at(self.now + min(1.0, max(self.runner_seconds, 0.05)), step)
+                return finish()
+            for _ in range(min(free, len(self.pending))):
+                self.take_newest()
+                self.record("MODIFY")
+                self.complete_later(req + self.runner_seconds + req)
+            self.at(self.now + req * min(free, 10), step)
+
+        def drain() -> None:
+            if self.running:
+                return self.at(self.now + 0.05, drain)
+            finish()
+
+        def finish() -> None:
+            self.now_plus(3 * req)
+            self.end_invocation(start, tail=bool(self.pending))
+
+        self.now_plus(req)  # lease recovery
+        step()
+
+    def now_plus(self, seconds: float) -> None:
+        """Time the current handler spends on requests (the handler runs on, nothing else happens meanwhile)."""
+        self.now += seconds
+
+    # The seed's processTasks: while under 59 s, a page of 10 newest PENDING; task i starts 200*i ms later:
+    # claim, runner (bounce if full), finish; the page waits for all of its tasks, then 500 ms.
+    def seed_invocation(self, start: float) -> None:
+        req = self.p.request_seconds
+        active = [0]
+
+        def page() -> None:
+            reached = self.now - start >= self.m.budget_seconds
+            self.now_plus(req)
+            if not self.pending:
+                return self.end_invocation(start, tail=False)
+            if reached:
+                return self.end_invocation(start, tail=True)
+            batch = min(self.m.page_size, len(self.pending))
+            taken = [self.pending.pop() for _ in range(batch)]  # newest first
+            settled = [0]
+            longest = [0.0]
+            for i, created in enumerate(taken, start=1):
+                t = self.now + i * self.m.stagger_seconds
+                self.at(t, lambda created=created: one(created, settled, batch, longest))
+
+        def one(created: float, settled: list[int], batch: int, longest: list[float]) -> None:
+            self.now_plus(req)
+            self.record("MODIFY")  # PENDING -> TAKEN
+            if active[0] >= self.m.runner_capacity:
+                self.now_plus(req)
+                self.record("MODIFY")  # TAKEN -> PENDING: the bounce
+                self.result.bounces += 1
+                # Back in place: it keeps its creation time, so it is among the newest again.
+                self.pending.append(created)
+                self.pending.sort()
+                return settle(settled, batch)
+            active[0] += 1
+
+            def finished() -> None:
+                active[0] -= 1
+                self.now_plus(req)
+                self.record("MODIFY")  # TAKEN -> SUCCESS
+                self.completed += 1
+                self.last_done = self.now
+                settle(settled, batch)
+
+            self.at(self.now + self.runner_seconds, finished)
+
+        def settle(settled: list[int], batch: int) -> None:
+            settled[0] += 1
+            if settled[0] == batch:
+                self.at(self.now + self.m.pause_seconds, page)
+
+        page()
+
+
+def simulate(model: DesignModel, rate: float, tasks: int, *, runner_seconds: float = 0.0, seed: int = 1,
+             platform: Platform | None = None) -> ModelResult:
+    """Run the model for ``tasks`` Poisson arrivals at ``rate`` tasks/s until every task is done."""
+    return _Sim(model, platform or Platform(), rate, tasks, runner_seconds, seed).run()
