@@ -206,7 +206,8 @@ class Faults:
                          + (f" (bursts of {rule.burst})" if rule.burst > 1 else ""))
         if self.sns_publish_errors:
             rule = self.sns_publish_errors
-            parts.append(f"SNS Publish {'/'.join(rule.codes)} on {rule.share:.0%} of {rule.per}s")
+            parts.append(f"SNS Publish {'/'.join(rule.codes)} on {rule.share:.0%} of {rule.per}s"
+                         + (f" (bursts of {rule.burst})" if rule.burst > 1 else ""))
         if self.item_size_limit:
             parts.append("400 KB item-size limit")
         parts.append("Lambda 429 over reserved concurrency (always)")

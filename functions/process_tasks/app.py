@@ -61,6 +61,7 @@ def emit_metrics(report: WorkerReport) -> None:
         ("TasksShed", report.shed),
         ("WorkerErrors", report.errors),
         ("LeasesRenewed", report.leases_renewed),
+        ("WorkerRetries", report.retried),
         ("TailCalls", int(report.work_remains)),
     ):
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)

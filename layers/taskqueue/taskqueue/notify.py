@@ -100,7 +100,8 @@ class Notifier:
                         f"({attempt} attempt{'s' if attempt > 1 else ''}): {exc}"
                     ) from exc
                 self.retries += 1
-                delay = self._rng.uniform(0, min(PUBLISH_BACKOFF_MAX_SECONDS, PUBLISH_BACKOFF_SECONDS * 2 ** (attempt - 1)))
+                ceiling = min(PUBLISH_BACKOFF_MAX_SECONDS, PUBLISH_BACKOFF_SECONDS * 2 ** (attempt - 1))
+                delay = self._rng.uniform(0, ceiling)
                 _log.warning("publish refused; trying again in %.2f s (attempt %d of %d): %s",
                              delay, attempt, self._attempts, exc)
                 self._sleep(delay)
