@@ -134,6 +134,8 @@ def patch_transactions() -> Callable[[], None]:
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import Table
 
+    from local.wsgi_request import set_item
+
     original = models.DynamoDBBackend.transact_write_items
     real_copy = models.copy
 
@@ -200,15 +202,7 @@ def patch_transactions() -> Callable[[], None]:
             return original(self, transact_items)
         except Exception:
             for table, hash_value, range_value, item in saved:
-                if range_value is not None:
-                    if item is not None:
-                        table.items[hash_value][range_value] = item
-                    else:
-                        table.items.get(hash_value, {}).pop(range_value, None)
-                elif item is not None:
-                    table.items[hash_value] = item
-                else:
-                    table.items.pop(hash_value, None)
+                set_item(table, (hash_value, range_value), item)
             for shard, length in streams.values():
                 del shard.items[length:]
             raise

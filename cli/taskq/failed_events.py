@@ -421,7 +421,7 @@ def add_parser(command: Callable[..., argparse.ArgumentParser]) -> None:
     )
     p.set_defaults(connector=connect)
     p.add_argument("--queue-url", help="the queue (default: stack output FailedEventsQueueUrl, or env FAILED_EVENTS_QUEUE_URL)")
-    p.add_argument("--max", type=_positive, default=100, help="read at most this many messages (default 100)")
+    p.add_argument("--max", type=output.positive_int, default=100, help="read at most this many messages (default 100)")
     p.add_argument("--visibility-timeout", type=_seconds(0, 43200), default=30,
                    help="seconds the messages read stay hidden from other readers while this runs (default 30; "
                         "those not redriven or deleted are made visible again at the end)")
@@ -431,16 +431,6 @@ def add_parser(command: Callable[..., argparse.ArgumentParser]) -> None:
                         help="invoke the function again with the original event for these asynchronous-invocation "
                              "failures (all of them without ids), and delete each message Lambda accepted")
     action.add_argument("--delete", metavar="ID", help="delete one message you have handled")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
-    return value
 
 
 def _seconds(low: int, high: int) -> Callable[[str], int]:

@@ -310,16 +310,6 @@ def _read_json_arg(text: str, flag: str) -> Any:
         raise CliError(f"{flag} is not valid JSON: {exc}") from None
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
-    return value
-
-
 def _connection_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
     def default(value: Any) -> Any:
         return argparse.SUPPRESS if suppress else value
@@ -334,7 +324,7 @@ def _connection_options(parser: argparse.ArgumentParser, suppress: bool) -> None
     group.add_argument("--region", default=default(None), help="AWS region (default: your AWS configuration)")
     group.add_argument("--profile", default=default(None), help="AWS profile name")
     group.add_argument("--queue-orders", default=default(None), help="queues and their order, e.g. work=LIFO,calls=FIFO (env QUEUE_ORDERS)")
-    group.add_argument("--shards", type=_positive, default=default(None), help="index shards per queue (env QUEUE_SHARDS; read from the stack)")
+    group.add_argument("--shards", type=output.positive_int, default=default(None), help="index shards per queue (env QUEUE_SHARDS; read from the stack)")
     parser.add_argument("--json", action="store_true", default=default(False), help="print JSON instead of a table")
 
 
@@ -363,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", help="only this queue (default: every configured queue)")
     p.add_argument("--state", type=str.upper, choices=[s.value for s in TaskStatus],
                    help="only this state (default: PENDING, TAKEN, FAILURE, CANCELLED; SUCCESS is a table scan, ask by name)")
-    p.add_argument("--limit", type=_positive, default=20, help="tasks per page (default 20)")
+    p.add_argument("--limit", type=output.positive_int, default=20, help="tasks per page (default 20)")
     p.add_argument("--page-token", help="the token printed under the previous page")
 
     p = command("show", cmd_show, "Show one task with every attribute.")
@@ -375,11 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("create", cmd_create, "Create tasks (the CreateTasks input: queue, count, priority, ttlSeconds, payload, maxAttempts, delaySeconds, taskIds).")
     p.add_argument("--input", help='the whole CreateTasks input as JSON, or @file.json (the flags below override its fields)')
     p.add_argument("--queue", help="queue name (default work)")
-    p.add_argument("--count", type=_positive, help="how many tasks (default 1, or the number of --task-id)")
+    p.add_argument("--count", type=output.positive_int, help="how many tasks (default 1, or the number of --task-id)")
     p.add_argument("--priority", type=int, help="0..999, higher is served first (default 0)")
-    p.add_argument("--ttl-seconds", type=_positive, help="time to live; past it the task is shed (default DEFAULT_TTL_SECONDS)")
+    p.add_argument("--ttl-seconds", type=output.positive_int, help="time to live; past it the task is shed (default DEFAULT_TTL_SECONDS)")
     p.add_argument("--payload", help="JSON object, or @file.json")
-    p.add_argument("--max-attempts", type=_positive, help="attempts before FAILURE (default MAX_ATTEMPTS)")
+    p.add_argument("--max-attempts", type=output.positive_int, help="attempts before FAILURE (default MAX_ATTEMPTS)")
     p.add_argument("--delay-seconds", type=int, help="not claimable before now + this")
     p.add_argument("--task-id", action="append", help="your own id (repeatable): creating the same id twice makes one task")
 
@@ -399,8 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", help="the queue for --all")
     p.add_argument("--from-state", type=str.upper, choices=["FAILURE", "CANCELLED"], default="FAILURE",
                    help="with --all: redrive FAILURE (default) or CANCELLED tasks")
-    p.add_argument("--limit", type=_positive, default=1000, help="with --all: at most this many (default 1000)")
-    p.add_argument("--ttl-seconds", type=_positive, help="new time to live (default DEFAULT_TTL_SECONDS)")
+    p.add_argument("--limit", type=output.positive_int, default=1000, help="with --all: at most this many (default 1000)")
+    p.add_argument("--ttl-seconds", type=output.positive_int, help="new time to live (default DEFAULT_TTL_SECONDS)")
     p.add_argument("--no-wake", action="store_true", help="do not publish a wake-up on TriggerTopic")
 
     p = command("agents", cmd_agents, "Matching queue depths: available agents per attribute combination.")
