@@ -1,16 +1,19 @@
-"""python -m local demo|invoke — the local engine's command line (see docs/local-engine.md)."""
+"""python -m local demo|invoke|up|down — the local engine's command line (see docs/local-engine.md)."""
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
-from local import callcenter
+from local import callcenter, stack
 from local import report as reports
 from local.engine import REPO, Engine
 from local.faults import Faults, FaultsError
@@ -205,6 +208,12 @@ def _line(text: str, tty: bool, final: bool = False) -> None:
 
 def invoke(args: argparse.Namespace) -> int:
     event = json.loads(Path(args.event).read_text()) if args.event != "-" else json.load(sys.stdin)
+    running = None if args.one_shot else stack.read_discovery()
+    if running and (args.param_overrides or args.faults or args.endpoint_url):
+        print(f"note: a local stack runs at {running['endpoint_url']}, but --param-overrides/--faults/--endpoint-url "
+              "ask for a one-shot engine: using one", file=sys.stderr)
+    elif running:
+        return invoke_running(running, args.function, event)
     engine = Engine(args.template, parse_overrides(args.param_overrides), endpoint_url=args.endpoint_url,
                     schedules=False, faults=Faults.parse(args.faults) if args.faults else None)
     try:
@@ -236,6 +245,37 @@ def invoke(args: argparse.Namespace) -> int:
     return 0 if inv.ok else 1
 
 
+def invoke_running(running: dict[str, Any], function: str, event: Any) -> int:
+    """Invoke through the running stack's Lambda API: the function sees the stack's tables as they are now."""
+    url = f"{running['endpoint_url']}/2015-03-31/functions/{function}/invocations"
+    request = urllib.request.Request(url, data=json.dumps(event).encode(), method="POST", headers={
+        "Content-Type": "application/json", "X-Amz-Invocation-Type": "RequestResponse", "X-Local-Full-Logs": "1"})
+    started = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=960) as response:
+            body, headers = response.read(), response.headers
+    except urllib.error.HTTPError as exc:
+        answer = json.loads(exc.read() or b"{}")
+        if exc.code == 429:
+            print(f"--- throttled: HTTP 429 TooManyRequestsException: {function} is at its reserved concurrency in the "
+                  f"running stack ({answer.get('Reason')}); nothing ran. Retry later.", file=sys.stderr)
+        else:
+            print(f"--- HTTP {exc.code} {exc.headers.get('x-amzn-ErrorType')}: {answer.get('message')}", file=sys.stderr)
+        return 1 if exc.code == 429 else 2
+    except urllib.error.URLError as exc:
+        print(f"the local stack at {running['endpoint_url']} did not answer ({exc.reason}); is it still up?", file=sys.stderr)
+        return 2
+    print(f"--- logs of {function} in the local stack at {running['endpoint_url']} (request "
+          f"{headers.get('x-amzn-RequestId')}, {(time.monotonic() - started) * 1000:.0f} ms)")
+    logs = base64.b64decode(headers.get("X-Amz-Log-Result") or "").decode(errors="replace")
+    if logs:
+        print(logs)
+    failed = headers.get("X-Amz-Function-Error")
+    print("--- error" if failed else "--- result")
+    print(json.dumps(json.loads(body or b"null"), indent=2, default=str))
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local", description="Run the SAM app on the local engine.")
     common = argparse.ArgumentParser(add_help=False)
@@ -252,9 +292,26 @@ def main(argv: list[str] | None = None) -> int:
     i = sub.add_parser("invoke", parents=[common], help="invoke one function once with an event file")
     i.add_argument("function", help="logical id (ProcessTasksFunction), code directory (process_tasks) or name")
     i.add_argument("event", help="event JSON file, or - for stdin")
+    i.add_argument("--one-shot", action="store_true",
+                   help="always start a fresh engine, even when a local stack is up (the default is to use it)")
+    u = sub.add_parser("up", parents=[common], help="start the local stack and keep it running (Ctrl-C stops it)")
+    u.add_argument("--port", type=int, default=stack.DEFAULT_PORT, help=f"the endpoint's port (default {stack.DEFAULT_PORT})")
+    u.add_argument("--persist", default=None, metavar="DIR",
+                   help="keep the tables' items and the queues' messages in DIR between runs (docs/local-engine.md)")
+    u.add_argument("--discovery", default=None, metavar="FILE",
+                   help=f"where to write the discovery record (default ${stack.DISCOVERY_ENV}, else .taskq/local-stack.json)")
+    sub.add_parser("down", help="stop the running local stack (it saves its state first)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        if args.command == "up":
+            if args.endpoint_url:
+                raise SystemExit("up runs its own emulator: --endpoint-url does not apply")
+            return stack.up(args.template, parse_overrides(args.param_overrides), args.port, args.persist,
+                            Faults.parse(args.faults) if args.faults else None,
+                            Path(args.discovery) if args.discovery else None)
+        if args.command == "down":
+            return stack.down()
         return demo(args) if args.command == "demo" else invoke(args)
     except TemplateError as exc:
         print(f"template error: {exc}", file=sys.stderr)

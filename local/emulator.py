@@ -5,8 +5,8 @@ matcher concurrency test (``tests/serialized_moto.py``) and the matcher benchmar
 
 - **One request at a time.** moto's conditional writes and transactions are not atomic under concurrent
   requests (the plain server double-claims: 508-520 wins for 500 items); serializing every request makes
-  them so, as in DynamoDB (DESIGN.md, "The local engine").
-- **Transactions cost what their items cost** (``patch_transactions``, on by default): moto 5.2.5
+  them so, as in DynamoDB (measured: docs/local-engine.md, "How it works").
+- **Transactions cost what their items cost** (``patch_transactions`` in ``moto_patches.py``, on by default): moto 5.2.5
   deep-copies every table a TransactWriteItems touches, with all of its accumulated stream records, before
   applying it (to roll back if a condition fails). After a few hundred writes each transaction takes 1-2 s
   and long runs become quadratic. The patch checks every condition first, under the lock, and writes only
@@ -23,8 +23,10 @@ matcher concurrency test (``tests/serialized_moto.py``) and the matcher benchmar
   ``client(..., faults=False)`` (``X-Local-Faults: off``) are never faulted.
 
 It runs as its own process (its own GIL, so the threads that drive it do not slow it down):
-``python -m local.emulator [--port N] [--record-transactions] [--no-fast-transactions] [--faults JSON]`` prints
-``PORT <n>`` once it listens. The control paths under ``/_local/`` (stats, commit log) bypass the lock.
+``python -m local.emulator [--port N] [--record-transactions] [--no-fast-transactions] [--faults JSON]
+[--forward PREFIX=URL] [--parent-pid PID]`` prints ``PORT <n>`` once it listens. The control paths under
+``/_local/`` (stats, commit log) bypass the lock; ``--forward`` sends a path prefix to another server, ahead of
+the lock (``local/forward.py``: the local stack's Lambda API); ``--parent-pid`` exits when that process is gone.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from typing import Any, Self
 
 CONTROL = "/_local/"
 
@@ -107,196 +109,17 @@ class SerializedApp:
         return [json.dumps(answer).encode()]
 
 
-def patch_transactions() -> Callable[[], None]:
-    """Make moto's TransactWriteItems cost what its items cost, not what the whole table costs.
-
-    Why: moto 5.2.5's ``transact_write_items`` deep-copies every table the transaction touches -- items,
-    indexes and every stream record accumulated since the table was made -- so that it can roll back if an
-    item's condition fails. A few hundred writes into a run, each transaction takes 1-2 s (the matcher's
-    concurrency test and the call-center demo run thousands of them).
-
-    What instead: under the global request lock nothing can change between a check and a write, so
-    1. every item is checked first: one operation per entry, no item twice in one transaction (moto's
-       ``MultipleTransactionsException``), and each ``ConditionExpression`` against the current item; a
-       failing condition cancels the transaction with moto's own exception and reasons before anything is
-       written;
-    2. only a transaction whose conditions all hold is applied -- by moto's own code, with its table copy
-       turned off -- after a copy of just the touched items and the length of each touched table's stream;
-       should applying fail after all (an invalid update expression, say), those items are put back and
-       the stream records written meanwhile dropped, as moto's table-level rollback would, and the error
-       raised.
-    Returns the undo (the server process never undoes it; in-process users may).
-    """
-    from moto.dynamodb import models
-    from moto.dynamodb.comparisons import get_filter_expression
-    from moto.dynamodb.exceptions import ConditionalCheckFailed, MultipleTransactionsException, \
-        TransactionCanceledException
-    from moto.dynamodb.models.dynamo_type import DynamoType
-    from moto.dynamodb.models.table import Table
-
-    from local.wsgi_request import set_item
-
-    original = models.DynamoDBBackend.transact_write_items
-    real_copy = models.copy
-
-    class _KeepTables:
-        """``copy`` as moto's module sees it while a checked transaction is applied: tables are not copied."""
-
-        @staticmethod
-        def deepcopy(value: Any, memo: Any = None) -> Any:
-            return value if isinstance(value, Table) else real_copy.deepcopy(value, memo)
-
-    def key_of(table: Any, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
-        source = op["Item"] if op_type == "Put" else op["Key"]
-        key = {table.hash_key_attr: source[table.hash_key_attr]}
-        if table.range_key_attr is not None:
-            key[table.range_key_attr] = source[table.range_key_attr]
-        return key
-
-    def dynamo_key(table: Any, key: dict[str, Any]) -> tuple[Any, Any]:
-        hash_value = DynamoType(key[table.hash_key_attr])
-        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
-        return hash_value, range_value
-
-    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
-        if len(transact_items) > 100 or any(len(entry) != 1 for entry in transact_items):
-            return original(self, transact_items)  # moto's own errors for these
-        reasons: list[tuple[Any, Any, Any]] = []
-        seen: set[tuple[str, str]] = set()
-        touched: list[tuple[Any, dict[str, Any]]] = []
-        for entry in transact_items:
-            op_type, op = next(iter(entry.items()))
-            if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
-                return original(self, transact_items)
-            table = self.get_table(op["TableName"])
-            try:
-                key = key_of(table, op_type, op)
-            except KeyError:
-                return original(self, transact_items)  # a key attribute missing: moto's own reason
-            unique = (str(op["TableName"]), str(dict(sorted(key.items()))))
-            if unique in seen:
-                raise MultipleTransactionsException()
-            seen.add(unique)
-            touched.append((table, key))
-            condition = op.get("ConditionExpression")
-            if condition is not None:
-                current = self.get_item(op["TableName"], key)
-                check = get_filter_expression(condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues"))
-                if not check.expr(current):
-                    old = None
-                    if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current is not None:
-                        old = current.to_json()["Attributes"]
-                    reasons.append(("ConditionalCheckFailed", ConditionalCheckFailed().message, old))
-                    continue
-            reasons.append((None, None, None))
-        if any(code is not None for code, _, _ in reasons):
-            raise TransactionCanceledException(reasons)
-        # Rollback data: the touched items as they are, and how long each touched stream is.
-        saved = []
-        for table, key in touched:
-            hash_value, range_value = dynamo_key(table, key)
-            saved.append((table, hash_value, range_value, real_copy.deepcopy(table.get_item(hash_value, range_value))))
-        streams = {id(t): (t.stream_shard, len(t.stream_shard.items)) for t, _ in touched if t.stream_shard is not None}
-        models.copy = _KeepTables  # type: ignore[assignment]
-        try:
-            return original(self, transact_items)
-        except Exception:
-            for table, hash_value, range_value, item in saved:
-                set_item(table, (hash_value, range_value), item)
-            for shard, length in streams.values():
-                del shard.items[length:]
-            raise
-        finally:
-            models.copy = real_copy
-
-    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
-
-    def undo() -> None:
-        models.DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
-
-    return undo
-
-
-def patch_comparisons() -> Callable[[], None]:
-    """Make moto sort items by native values, and compare strings as strings, instead of casting both sides of
-    every ``DynamoType`` comparison.
-
-    Why: every Query of a global secondary index in moto 5.2.5 sorts the whole table (``Table.all_items``),
-    compares each item's index key with the query's (``DynamoType.__ne__``) and sorts the matches
-    (``Table.sorted_items``), each comparison casting both values: with 2,000 items a ReadyIndex query held the
-    server's one lock ~40 ms, and a few workers polling the index saturated it. The same orders, by a key
-    computed once per item (numbers as Decimal, strings as str -- the same order as DynamoDB's UTF-8 bytes --
-    binaries as bytes), and string equality without the cast, cost a fraction of that. Returns the undo.
-    """
-    from decimal import Decimal, InvalidOperation
-
-    from moto.dynamodb.models.dynamo_type import DynamoType
-    from moto.dynamodb.models.table import Table
-
-    original_all, original_sorted = Table.all_items, Table.sorted_items
-    original_eq, original_ne = DynamoType.__eq__, DynamoType.__ne__
-
-    def eq(self: Any, other: Any) -> bool:
-        if self.type == "S" and getattr(other, "type", None) == "S":
-            return bool(self.value == other.value)
-        return bool(original_eq(self, other))
-
-    def ne(self: Any, other: Any) -> bool:
-        if self.type == "S" and getattr(other, "type", None) == "S":
-            return bool(self.value != other.value)
-        return bool(original_ne(self, other))
-
-    def native(value: Any) -> tuple[Any, ...]:
-        if value is None:
-            return (0,)
-        kind, raw = value.type, value.value
-        if kind == "N":
-            try:
-                return (1, Decimal(raw))
-            except InvalidOperation:
-                return (5, str(raw))
-        if kind == "S":
-            return (2, raw)
-        if kind == "B":
-            return (3, raw if isinstance(raw, bytes) else str(raw).encode())
-        return (4, str(raw))
-
-    def all_items(self: Any) -> list[Any]:
-        items: list[Any] = []
-        for hash_set in self.items.values():
-            if self.range_key_attr:
-                items.extend(hash_set.values())
-            else:
-                items.append(hash_set)
-        return sorted(items, key=lambda item: (native(item.hash_key), native(item.range_key)))
-
-    def sorted_items(self: Any, hash_key_attrs: list[str], range_key_attrs: list[str | None], items: list[Any]) -> list[Any]:
-        attrs = self._generate_attr_to_sort_by(hash_key_attrs, range_key_attrs)
-        items.sort(key=lambda item: tuple(native(item.attrs.get(name)) for name in attrs))
-        return items
-
-    Table.all_items = all_items  # type: ignore[method-assign]
-    Table.sorted_items = sorted_items  # type: ignore[method-assign]
-    DynamoType.__eq__ = eq  # type: ignore[method-assign,assignment]
-    DynamoType.__ne__ = ne  # type: ignore[method-assign,assignment]
-
-    def undo() -> None:
-        Table.all_items = original_all  # type: ignore[method-assign]
-        Table.sorted_items = original_sorted  # type: ignore[method-assign]
-        DynamoType.__eq__ = original_eq  # type: ignore[method-assign]
-        DynamoType.__ne__ = original_ne  # type: ignore[method-assign]
-
-    return undo
-
-
 def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool = False,
-          fast_transactions: bool = True, faults: dict[str, Any] | None = None) -> None:
+          fast_transactions: bool = True, faults: dict[str, Any] | None = None,
+          forward: dict[str, str] | None = None, parent_pid: int | None = None) -> None:
     """``faults``: a ``local.faults.Faults.server_config()`` (the fault chain is there even when it is empty, so
-    the setting can be given later through ``POST /_local/faults``)."""
+    the setting can be given later through ``POST /_local/faults``). ``forward``: path prefix -> URL of the server
+    that answers it. ``parent_pid``: exit when that process is gone (the stack died without stopping us)."""
     from moto.server import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
     from local.fault_server import FaultyApp
+    from local.moto_patches import patch_comparisons, patch_transactions
 
     if fast_transactions:
         patch_transactions()
@@ -306,25 +129,45 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
     except ImportError:  # pragma: no cover
         handler = None
     faulty = FaultyApp(DomainDispatcherApplication(create_backend_app), faults)
-    app = SerializedApp(faulty, record_transactions=record_transactions, faults=faulty)
+    app: Any = SerializedApp(faulty, record_transactions=record_transactions, faults=faulty)
+    for prefix, url in (forward or {}).items():
+        from local.forward import Forwarding
+
+        app = Forwarding(app, prefix, url)
+    if parent_pid:
+        threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
     kwargs = {"request_handler": handler} if handler else {}
     server = make_server(host, port, app, threaded=True, **kwargs)
     print(f"PORT {server.server_address[1]}", flush=True)
     server.serve_forever()
 
 
+def _exit_with_parent(pid: int) -> None:
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != pid:
+            os._exit(0)
+
+
 class Emulator:
     """A serialized moto server in a child process; ``url`` is its endpoint.
 
     ``record_transactions`` keeps the commit log (``commits``); ``fast_transactions=False`` leaves moto's
-    transaction handling as it is (slow, see ``patch_transactions``). Usable as a context manager.
+    transaction handling as it is (slow, see ``patch_transactions``). ``port``: a fixed port (0: any free one).
+    ``forward``: path prefix -> URL answered by another server (the local stack's Lambda API). ``detached``: the
+    child runs in its own session, so a Ctrl-C at the terminal reaches only the parent, which still needs the
+    emulator to save its state; it exits by itself if the parent dies. Usable as a context manager.
     """
 
     def __init__(self, *, record_transactions: bool = False, fast_transactions: bool = True,
-                 faults: Any = None) -> None:
+                 faults: Any = None, port: int = 0, forward: dict[str, str] | None = None,
+                 detached: bool = False) -> None:
         self.record_transactions = record_transactions
         self.fast_transactions = fast_transactions
         self.initial_faults = faults  # a local.faults.Faults, or its server_config() dict, or None
+        self.port = port
+        self.forward = dict(forward or {})
+        self.detached = detached
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
@@ -337,6 +180,12 @@ class Emulator:
             command.append("--no-fast-transactions")
         if self.initial_faults is not None:
             command += ["--faults", json.dumps(_server_config(self.initial_faults))]
+        if self.port:
+            command += ["--port", str(self.port)]
+        for prefix, url in self.forward.items():
+            command += ["--forward", f"{prefix}={url}"]
+        if self.detached:
+            command += ["--parent-pid", str(os.getpid())]
         self.proc = subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -344,6 +193,7 @@ class Emulator:
             text=True,
             env=env,
             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            start_new_session=self.detached,
         )
         assert self.proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -358,7 +208,7 @@ class Emulator:
             try:
                 urllib.request.urlopen(self.url + CONTROL + "stats", timeout=2).read()
                 return self.url
-            except Exception:
+            except Exception:  # noqa: BLE001 - not listening yet: try again until the deadline
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("the emulator did not answer within the timeout")
@@ -373,7 +223,7 @@ class Emulator:
                 self.proc.wait()
         self.proc = None
 
-    def __enter__(self) -> Emulator:
+    def __enter__(self) -> Self:
         if self.proc is None:
             self.start()
         return self
@@ -458,10 +308,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record-transactions", action="store_true")
     parser.add_argument("--no-fast-transactions", dest="fast_transactions", action="store_false")
     parser.add_argument("--faults", default=None, help="a Faults.server_config() as JSON (local/faults.py)")
+    parser.add_argument("--forward", action="append", default=[], metavar="PREFIX=URL",
+                        help="send requests under PREFIX to the server at URL")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
     args = parser.parse_args(argv)
     port = args.port_option if args.port_option is not None else args.port
+    forward = dict(item.split("=", 1) for item in args.forward)
     serve(port=port, record_transactions=args.record_transactions, fast_transactions=args.fast_transactions,
-          faults=json.loads(args.faults) if args.faults else None)
+          faults=json.loads(args.faults) if args.faults else None, forward=forward, parent_pid=args.parent_pid)
 
 
 if __name__ == "__main__":

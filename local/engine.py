@@ -2,26 +2,39 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Protocol, Self
 
 import boto3
 from botocore.config import Config
 
-from local.delivery import AsyncInvoker, Schedule, SnsDelivery, SnsSubscription, StreamMapping, StreamReader, \
-    TtlRegistry, TtlSweeper
+from local.async_invoker import AsyncInvoker
+from local.destinations import Destinations
 from local.emulator import Emulator, exempt_from_faults
 from local.faults import NEVER, Faults, FaultsError
 from local.observer import Observer
 from local.sandbox import FunctionPool, Invocation
+from local.schedules import Schedule
+from local.sns_delivery import SnsDelivery, SnsSubscription
+from local.stream_mapping import StreamMapping
+from local.stream_reader import StreamReader
 from local.template import REGION, FunctionSpec, Template
+from local.ttl import TtlRegistry, TtlSweeper
 
 log = logging.getLogger("local.engine")
+
+
+class Seeder(Protocol):
+    """Fills a newly created table or queue with saved state (``local/persist.py``); returns how much it put."""
+
+    def seed_table(self, ddb: Any, logical: str, table: str) -> int: ...
+
+    def seed_queue(self, sqs: Any, logical: str, url: str) -> int: ...
 REPO = Path(__file__).resolve().parent.parent
 UNRESERVED_CONCURRENCY = 10  # local cap for functions without ReservedConcurrentExecutions
 
@@ -30,7 +43,11 @@ class Engine:
     def __init__(self, template: str | Path = REPO / "template.yaml", overrides: dict[str, Any] | None = None, *,
                  endpoint_url: str | None = None, time_scale: float = 1.0, ttl_lateness: float = 2.0,
                  ttl_interval: float = 1.0, log_file: str | Path | None = None, schedules: bool = True,
-                 stack: str = "taskqueue-local", faults: Faults | None = None) -> None:
+                 stack: str = "taskqueue-local", faults: Faults | None = None, emulator: Emulator | None = None,
+                 seeder: Seeder | None = None) -> None:
+        """``emulator``: a configured, not yet started Emulator to run instead of the default one (the local stack
+        gives a fixed port and its Lambda API). ``seeder``: puts saved items and messages into each table and queue
+        right after it is created, before its stream is read (``local/persist.py``)."""
         self.template_path = Path(template)
         self.overrides = dict(overrides or {})
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
@@ -45,7 +62,8 @@ class Engine:
         self.log_file = Path(log_file) if log_file else None
         self.run_schedules = schedules
         self.stack = stack
-        self.emulator: Emulator | None = None
+        self.emulator: Emulator | None = emulator
+        self.seeder = seeder
         self.observer = Observer()
         self.functions: dict[str, FunctionSpec] = {}
         self.skipped: dict[str, str] = {}
@@ -58,7 +76,6 @@ class Engine:
         self.sns: SnsDelivery | None = None
         self.ttl = TtlRegistry()
         self.invocations: list[dict[str, Any]] = []
-        self.failures_sent = 0
         self.listeners: list[Callable[[str, str, Any, Invocation], None]] = []
         self._inv_lock = threading.Lock()
         self._log_lock = threading.Lock()
@@ -67,11 +84,11 @@ class Engine:
 
     # ------------------------------------------------------------------ start / stop
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def client(self, service: str) -> Any:
@@ -82,13 +99,18 @@ class Engine:
             config=Config(retries={"mode": "standard", "max_attempts": 5}, max_pool_connections=20)))
 
     def start(self) -> Engine:
-        if not self.endpoint_url:
+        if self.emulator is not None:
+            if self.faults.needs_server:
+                self.emulator.initial_faults = self.faults
+            self.endpoint_url = self.emulator.start()
+        elif not self.endpoint_url:
             self.emulator = Emulator(faults=self.faults if self.faults.needs_server else None)
             self.endpoint_url = self.emulator.start()
         if self.log_file:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             self._log_handle = self.log_file.open("a", buffering=1)
         self.ddb, self.streams, self.sns_client, self.sqs = (self.client(s) for s in ("dynamodb", "dynamodbstreams", "sns", "sqs"))
+        self.destinations = Destinations(self.sqs, self.sns_client)
         self.template = Template(self.template_path, self.overrides, stack=self.stack)
         self._create_resources()
         self._create_functions()
@@ -108,7 +130,7 @@ class Engine:
 
     def start_schedules(self) -> None:
         for schedule in self.schedules:
-            if not schedule._thread.is_alive() and not schedule._stop.is_set():
+            if not schedule.started:
                 schedule.start()
 
     def stop_schedules(self) -> None:
@@ -159,8 +181,11 @@ class Engine:
                 lateness = self.ttl_lateness if self.ttl_lateness != float("inf") else 1e9
                 self.sweepers.append(TtlSweeper(self.ddb, name, keys, ttl["AttributeName"], self.ttl,
                                                 lateness, self.ttl_interval))
+            # Seeded items are the stack's state from before, not new writes: their stream records are skipped.
+            seeded = self.seeder.seed_table(self.ddb, logical, name) if self.seeder else 0
             if stream:
-                reader = StreamReader(self.streams, description["LatestStreamArn"], name, self.ttl, "TRIM_HORIZON")
+                reader = StreamReader(self.streams, description["LatestStreamArn"], name, self.ttl,
+                                      "LATEST" if seeded else "TRIM_HORIZON")
                 reader.consumers.append(self.observer.consume)
                 self.readers[description["LatestStreamArn"]] = reader
         for logical in t.of_type("AWS::SNS::Topic"):
@@ -173,6 +198,8 @@ class Engine:
             url = self.sqs.create_queue(QueueName=t.resolver.attrs[f"{logical}.QueueName"], Attributes=attributes)["QueueUrl"]
             t.resolver.refs[logical] = url
             t.resolver.attrs[f"{logical}.QueueUrl"] = url
+            if self.seeder:
+                self.seeder.seed_queue(self.sqs, logical, url)
 
     def _create_functions(self) -> None:
         for logical, spec in self.template.functions().items():
@@ -214,37 +241,24 @@ class Engine:
         queue_name = f"{self.stack}-sns-{function}-{event_name}"[:80]
         url = self.sqs.create_queue(QueueName=queue_name)["QueueUrl"]
         arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        policy = props.get("FilterPolicy")
-        scope = props.get("FilterPolicyScope", "MessageAttributes")
-        attributes = {"RawMessageDelivery": "false"}
-        if policy:
-            attributes["FilterPolicy"] = json.dumps(policy)
-            attributes["FilterPolicyScope"] = scope
-        try:
-            sub_arn = self.sns_client.subscribe(TopicArn=props["Topic"], Protocol="sqs", Endpoint=arn,
-                                                Attributes=attributes, ReturnSubscriptionArn=True)["SubscriptionArn"]
-        except self.sns_client.exceptions.InvalidParameterException as exc:
-            # The emulator cannot read this policy: subscribe unfiltered; the local matcher still applies it.
-            log.warning("%s.%s: emulator refused the filter policy (%s); filtering locally", function, event_name, exc)
-            sub_arn = self.sns_client.subscribe(TopicArn=props["Topic"], Protocol="sqs", Endpoint=arn,
-                                                Attributes={"RawMessageDelivery": "false"},
-                                                ReturnSubscriptionArn=True)["SubscriptionArn"]
-        return SnsSubscription(function, props["Topic"], url, sub_arn, policy, scope)
+        # Unfiltered in the emulator: the filter policy is applied by the engine's matcher alone (local/patterns.py),
+        # which reads every operator SNS has (moto's own filtering misses some, e.g. equals-ignore-case).
+        sub_arn = self.sns_client.subscribe(TopicArn=props["Topic"], Protocol="sqs", Endpoint=arn,
+                                            Attributes={"RawMessageDelivery": "false"},
+                                            ReturnSubscriptionArn=True)["SubscriptionArn"]
+        return SnsSubscription(function, props["Topic"], url, sub_arn, props.get("FilterPolicy"),
+                               props.get("FilterPolicyScope", "MessageAttributes"))
 
     # ------------------------------------------------------------------ callbacks
 
     def _send_failure(self, destination: str, record: dict[str, Any]) -> None:
-        self.failures_sent += 1
-        try:
-            if destination.startswith("arn:aws:sqs:"):
-                url = self.sqs.get_queue_url(QueueName=destination.rsplit(":", 1)[1])["QueueUrl"]
-                self.sqs.send_message(QueueUrl=url, MessageBody=json.dumps(record, default=str))
-            elif destination.startswith("arn:aws:sns:"):
-                self.sns_client.publish(TopicArn=destination, Message=json.dumps(record, default=str))
-            else:
-                log.warning("on-failure destination %s is not emulated", destination)
-        except Exception as exc:
-            log.warning("could not send to on-failure destination %s: %s", destination, exc)
+        self.destinations.send(destination, record)
+
+    @property
+    def failures_sent(self) -> int:
+        """Records sent to on-failure destinations so far."""
+        destinations = getattr(self, "destinations", None)
+        return destinations.sent if destinations else 0
 
     def _invoked(self, function: str, source: str, event: Any, inv: Invocation) -> None:
         entry = {"t": time.time() - self.started_at, "function": function, "source": source, "ok": inv.ok,

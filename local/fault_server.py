@@ -8,7 +8,8 @@ replaced while the server runs (``GET``/``POST /_local/faults``, ``Emulator.faul
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from local.faults import Faults
 from local.index_lag import IndexLag

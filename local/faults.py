@@ -35,11 +35,11 @@ NEVER = "never"
 
 # code -> (HTTP status, message) as DynamoDB says them.
 DYNAMODB_CODES: dict[str, tuple[int, str]] = {
-    "ThrottlingException": (400, "Throughput exceeds the current capacity of your table or index. DynamoDB is "
-                                 "automatically scaling your table or index so please try again shortly."),
-    "ProvisionedThroughputExceededException": (400, "The level of configured provisioned throughput for the table "
-                                                    "was exceeded. Consider increasing your provisioning level with "
-                                                    "the UpdateTable API."),
+    "ThrottlingException": (400, ("Throughput exceeds the current capacity of your table or index. DynamoDB is "
+                                  "automatically scaling your table or index so please try again shortly.")),
+    "ProvisionedThroughputExceededException": (400, ("The level of configured provisioned throughput for the table "
+                                                     "was exceeded. Consider increasing your provisioning level with "
+                                                     "the UpdateTable API.")),
     "RequestLimitExceeded": (400, "Throughput exceeds the current throughput limit for your account."),
     "TransactionConflictException": (400, "Transaction is ongoing for the item"),
     "InternalServerError": (500, "Internal server error"),

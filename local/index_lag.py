@@ -19,7 +19,18 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from local.wsgi_request import WRITES, Request, Response, backend, call_app, get_item, set_item, slot, table_of, writes_of
+from local.wsgi_request import (
+    WRITES,
+    Request,
+    Response,
+    backend,
+    call_app,
+    get_item,
+    set_item,
+    slot,
+    table_of,
+    writes_of,
+)
 
 
 class IndexLag:

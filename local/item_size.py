@@ -23,8 +23,18 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from local.wsgi_request import Request, Response, backend, call_app, dynamodb_error, get_item, set_item, slot, \
-    table_of, writes_of
+from local.wsgi_request import (
+    Request,
+    Response,
+    backend,
+    call_app,
+    dynamodb_error,
+    get_item,
+    set_item,
+    slot,
+    table_of,
+    writes_of,
+)
 
 LIMIT_BYTES = 400 * 1024
 PUT_MESSAGE = "Item size has exceeded the maximum allowed size"

@@ -163,7 +163,7 @@ def _operator(op: str, arg: Any, value: Any) -> bool:
         if not isinstance(arg, str):
             raise PatternError("wildcard takes a string")
         regex = "^" + ".*".join(re.escape(part) for part in arg.split("*")) + "$"
-        return isinstance(value, str) and re.match(regex, value, re.S) is not None
+        return isinstance(value, str) and re.match(regex, value, re.DOTALL) is not None
     if op == "anything-but":
         return _anything_but(arg, value)
     if op == "numeric":

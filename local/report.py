@@ -13,7 +13,7 @@ def percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def build(engine: Any, scenario: dict[str, Any], timeline: list[dict[str, Any]], wall_seconds: float) -> dict[str, Any]:
@@ -128,7 +128,9 @@ def summary_table(report: dict[str, Any]) -> str:
                        ("shed (past ttl)", "shed"), ("still PENDING", "still_pending"), ("still TAKEN", "still_taken")):
         lines.append(f"{label:<28}{tasks[key]:>8}")
     age = claims["age_ms"]
-    fmt = lambda v: "-" if v is None else f"{v / 1000:.1f}s"  # noqa: E731
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v / 1000:.1f}s"
+
     lines.append(f"{'age at claim p50/p90/max':<28}{fmt(age['p50']):>8} {fmt(age['p90'])} {fmt(age['max'])}")
     lines.append(f"{'claims with a newer task waiting':<28} {claims['with_newer_task_waiting']} of {claims['count']}")
     lines.append(f"{'tail calls':<28}{report['tail_calls']:>8}")

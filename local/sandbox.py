@@ -53,7 +53,7 @@ def _child() -> None:
     init_error = None
     try:
         handler = getattr(importlib.import_module(module_name), function_name)
-    except Exception as exc:  # reported on every invocation, as Lambda does
+    except Exception as exc:  # noqa: BLE001 - reported on every invocation, as Lambda does
         init_error = {"errorType": "Runtime.ImportModuleError",
                       "errorMessage": f"Unable to import module '{module_name}': {type(exc).__name__}: {exc}",
                       "stackTrace": traceback.format_exc().splitlines()}
@@ -67,7 +67,7 @@ def _child() -> None:
             try:
                 result = handler(request["event"], LambdaContext(request))
                 response = {"ok": True, "result": json.loads(json.dumps(result))}
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the function's error, returned as Lambda returns it
                 traceback.print_exc()
                 response = {"ok": False, "errorType": type(exc).__name__, "errorMessage": str(exc),
                             "stackTrace": traceback.format_exc().splitlines()}
@@ -83,9 +83,10 @@ if __name__ != "__main__":
     import queue
     import subprocess
     import threading
+    from collections.abc import Callable
     from dataclasses import dataclass, field
     from pathlib import Path
-    from typing import Any, Callable
+    from typing import Any
 
     from local.template import ACCOUNT, REGION, FunctionSpec
 

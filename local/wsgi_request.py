@@ -8,8 +8,9 @@ import io
 import json
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 _CREDENTIAL = re.compile(r"Credential=[^/]+/\d+/([^/]+)/([^/]+)/aws4_request")
 # Requests carrying this header (the engine's own clients, tests' checking clients) are never faulted.

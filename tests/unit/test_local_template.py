@@ -101,6 +101,8 @@ def test_globals_lists_are_added_and_maps_merged_like_sam(tmp_path):
         """Transform: AWS::Serverless-2016-10-31
 Globals:
   Function:
+    Runtime: python3.13
+    Handler: app.lambda_handler
     Timeout: 30
     Layers: [!Ref CoreLayer]
     Environment:

@@ -1,0 +1,193 @@
+"""Two patches of moto 5.2.5's DynamoDB, applied in the emulator's server process (``local/emulator.py``):
+``patch_transactions`` (TransactWriteItems without copying whole tables) and ``patch_comparisons`` (sorts and
+comparisons on native values). Each returns its undo."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def patch_transactions() -> Callable[[], None]:
+    """Make moto's TransactWriteItems cost what its items cost, not what the whole table costs.
+
+    Why: moto 5.2.5's ``transact_write_items`` deep-copies every table the transaction touches -- items,
+    indexes and every stream record accumulated since the table was made -- so that it can roll back if an
+    item's condition fails. A few hundred writes into a run, each transaction takes 1-2 s (the matcher's
+    concurrency test and the call-center demo run thousands of them).
+
+    What instead: under the global request lock nothing can change between a check and a write, so
+    1. every item is checked first: one operation per entry, no item twice in one transaction (moto's
+       ``MultipleTransactionsException``), and each ``ConditionExpression`` against the current item; a
+       failing condition cancels the transaction with moto's own exception and reasons before anything is
+       written;
+    2. only a transaction whose conditions all hold is applied -- by moto's own code, with its table copy
+       turned off -- after a copy of just the touched items and the length of each touched table's stream;
+       should applying fail after all (an invalid update expression, say), those items are put back and
+       the stream records written meanwhile dropped, as moto's table-level rollback would, and the error
+       raised.
+    Returns the undo (the server process never undoes it; in-process users may).
+    """
+    from moto.dynamodb import models
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.dynamodb.exceptions import (
+        ConditionalCheckFailed,
+        MultipleTransactionsException,
+        TransactionCanceledException,
+    )
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    from local.wsgi_request import set_item
+
+    original = models.DynamoDBBackend.transact_write_items
+    real_copy = models.copy
+
+    class _KeepTables:
+        """``copy`` as moto's module sees it while a checked transaction is applied: tables are not copied."""
+
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            return value if isinstance(value, Table) else real_copy.deepcopy(value, memo)
+
+    def key_of(table: Any, op_type: str, op: dict[str, Any]) -> dict[str, Any]:
+        source = op["Item"] if op_type == "Put" else op["Key"]
+        key = {table.hash_key_attr: source[table.hash_key_attr]}
+        if table.range_key_attr is not None:
+            key[table.range_key_attr] = source[table.range_key_attr]
+        return key
+
+    def dynamo_key(table: Any, key: dict[str, Any]) -> tuple[Any, Any]:
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
+        return hash_value, range_value
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        if len(transact_items) > 100 or any(len(entry) != 1 for entry in transact_items):
+            return original(self, transact_items)  # moto's own errors for these
+        reasons: list[tuple[Any, Any, Any]] = []
+        seen: set[tuple[str, str]] = set()
+        touched: list[tuple[Any, dict[str, Any]]] = []
+        for entry in transact_items:
+            op_type, op = next(iter(entry.items()))
+            if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+                return original(self, transact_items)
+            table = self.get_table(op["TableName"])
+            try:
+                key = key_of(table, op_type, op)
+            except KeyError:
+                return original(self, transact_items)  # a key attribute missing: moto's own reason
+            unique = (str(op["TableName"]), str(dict(sorted(key.items()))))
+            if unique in seen:
+                raise MultipleTransactionsException()
+            seen.add(unique)
+            touched.append((table, key))
+            condition = op.get("ConditionExpression")
+            if condition is not None:
+                current = self.get_item(op["TableName"], key)
+                check = get_filter_expression(condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues"))
+                if not check.expr(current):
+                    old = None
+                    if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current is not None:
+                        old = current.to_json()["Attributes"]
+                    reasons.append(("ConditionalCheckFailed", ConditionalCheckFailed().message, old))
+                    continue
+            reasons.append((None, None, None))
+        if any(code is not None for code, _, _ in reasons):
+            raise TransactionCanceledException(reasons)
+        # Rollback data: the touched items as they are, and how long each touched stream is.
+        saved = []
+        for table, key in touched:
+            hash_value, range_value = dynamo_key(table, key)
+            saved.append((table, hash_value, range_value, real_copy.deepcopy(table.get_item(hash_value, range_value))))
+        streams = {id(t): (t.stream_shard, len(t.stream_shard.items)) for t, _ in touched if t.stream_shard is not None}
+        models.copy = _KeepTables  # type: ignore[assignment]
+        try:
+            return original(self, transact_items)
+        except Exception:
+            for table, hash_value, range_value, item in saved:
+                set_item(table, (hash_value, range_value), item)
+            for shard, length in streams.values():
+                del shard.items[length:]
+            raise
+        finally:
+            models.copy = real_copy
+
+    models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+    def undo() -> None:
+        models.DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def patch_comparisons() -> Callable[[], None]:
+    """Make moto sort items by native values, and compare strings as strings, instead of casting both sides of
+    every ``DynamoType`` comparison.
+
+    Why: every Query of a global secondary index in moto 5.2.5 sorts the whole table (``Table.all_items``),
+    compares each item's index key with the query's (``DynamoType.__ne__``) and sorts the matches
+    (``Table.sorted_items``), each comparison casting both values: with 2,000 items a ReadyIndex query held the
+    server's one lock ~40 ms, and a few workers polling the index saturated it. The same orders, by a key
+    computed once per item (numbers as Decimal, strings as str -- the same order as DynamoDB's UTF-8 bytes --
+    binaries as bytes), and string equality without the cast, cost a fraction of that. Returns the undo.
+    """
+    from decimal import Decimal, InvalidOperation
+
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    original_all, original_sorted = Table.all_items, Table.sorted_items
+    original_eq, original_ne = DynamoType.__eq__, DynamoType.__ne__
+
+    def eq(self: Any, other: Any) -> bool:
+        if self.type == "S" and getattr(other, "type", None) == "S":
+            return bool(self.value == other.value)
+        return bool(original_eq(self, other))
+
+    def ne(self: Any, other: Any) -> bool:
+        if self.type == "S" and getattr(other, "type", None) == "S":
+            return bool(self.value != other.value)
+        return bool(original_ne(self, other))
+
+    def native(value: Any) -> tuple[Any, ...]:
+        if value is None:
+            return (0,)
+        kind, raw = value.type, value.value
+        if kind == "N":
+            try:
+                return (1, Decimal(raw))
+            except InvalidOperation:
+                return (5, str(raw))
+        if kind == "S":
+            return (2, raw)
+        if kind == "B":
+            return (3, raw if isinstance(raw, bytes) else str(raw).encode())
+        return (4, str(raw))
+
+    def all_items(self: Any) -> list[Any]:
+        items: list[Any] = []
+        for hash_set in self.items.values():
+            if self.range_key_attr:
+                items.extend(hash_set.values())
+            else:
+                items.append(hash_set)
+        return sorted(items, key=lambda item: (native(item.hash_key), native(item.range_key)))
+
+    def sorted_items(self: Any, hash_key_attrs: list[str], range_key_attrs: list[str | None], items: list[Any]) -> list[Any]:
+        attrs = self._generate_attr_to_sort_by(hash_key_attrs, range_key_attrs)
+        items.sort(key=lambda item: tuple(native(item.attrs.get(name)) for name in attrs))
+        return items
+
+    Table.all_items = all_items  # type: ignore[method-assign]
+    Table.sorted_items = sorted_items  # type: ignore[method-assign]
+    DynamoType.__eq__ = eq  # type: ignore[method-assign,assignment]
+    DynamoType.__ne__ = ne  # type: ignore[method-assign,assignment]
+
+    def undo() -> None:
+        Table.all_items = original_all  # type: ignore[method-assign]
+        Table.sorted_items = original_sorted  # type: ignore[method-assign]
+        DynamoType.__eq__ = original_eq  # type: ignore[method-assign]
+        DynamoType.__ne__ = original_ne  # type: ignore[method-assign]
+
+    return undo
