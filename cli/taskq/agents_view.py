@@ -1,48 +1,36 @@
 """`taskq agents`: depths of the matching queues (agents waiting per attribute combination, calls waiting).
 
-Uses the agent store of taskqueue.agents (AgentStore.depth/head, agent_from_item) and taskqueue.matching
-(preferences_key, call_queue_key). Which combinations exist is found from the QUEUED agents' profile items
-(a filtered Scan of the agent table: one item per agent, not per task) and from the PENDING calls.
+Everything goes through the two tables' adapters: ``AgentStore`` (queued agents, each queue's depth and head)
+and ``TaskStore`` (the PENDING calls). Which combinations exist is found from the queued agents' entries and
+from the calls waiting; the agent table's name and the matching attributes come from the stack.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from taskq import output
+from taskq.connection import CliError, Command, Printer, Target
+from taskqueue import matching
+from taskqueue.agents import AgentStore
+from taskqueue.errors import InvalidAgentInput
 
 
-def run(t: Any, args: argparse.Namespace, say: Any) -> int:
-    from taskq.main import CliError
-
-    try:
-        from taskqueue import agents, matching
-    except ImportError as exc:  # the agent store ships with the Matcher
-        raise CliError(f"agents is not available until taskqueue.agents and taskqueue.matching are installed ({exc})") from None
+def run(t: Target, args: argparse.Namespace, say: Printer) -> int:
     env = dict(t.env)
     if args.agent_table_name:
         env["AGENT_TABLE_NAME"] = args.agent_table_name
     if not env.get("AGENT_TABLE_NAME", "").strip():
         raise CliError("no agent table: pass --stack-name NAME or --agent-table-name NAME (or set AGENT_TABLE_NAME)")
     settings = matching.MatchSettings.from_env(env)
-    db = t.client("dynamodb")
-    store = agents.AgentStore(db, settings, t.store, t.clock)
+    store = AgentStore(t.client("dynamodb"), settings, t.store, t.clock)
 
     if args.want:
-        preferences = {}
-        for pair in args.want:
-            name, sep, value = pair.partition("=")
-            if not sep:
-                raise CliError(f"--want {pair!r}: use ATTR=VALUE, e.g. language=fr")
-            preferences[name.strip()] = value.strip()
-        keys = {matching.preferences_key(preferences, settings.attributes)}
+        keys = {matching.preferences_key(_preferences(args.want), settings.attributes)}
         calls: dict[str, int] = {}
     else:
-        keys = set()
-        for agent in _queued_agents(db, settings.agent_table_name, agents):
-            keys.update(agent.entries)
-        calls = _waiting_calls(t, settings, matching)
+        keys = {key for agent in store.queued_agents() for key in agent.entries}
+        calls = _waiting_calls(t, settings)
         keys.update(calls)
 
     now = t.clock.now_ms()
@@ -75,32 +63,20 @@ def run(t: Any, args: argparse.Namespace, say: Any) -> int:
     return 0
 
 
-def _queued_agents(db: Any, table: str, agents: Any) -> list[Any]:
-    from taskqueue import matching
-
-    kwargs: dict[str, Any] = {
-        "TableName": table,
-        "FilterExpression": "sk = :profile AND agentStatus = :queued",
-        "ExpressionAttributeValues": {
-            ":profile": {"S": matching.PROFILE_SORT},
-            ":queued": {"S": agents.AgentStatus.QUEUED.value},
-        },
-    }
-    found = []
-    while True:
-        response = db.scan(**kwargs)
-        found += [agents.agent_from_item(item) for item in response.get("Items", [])]
-        if "LastEvaluatedKey" not in response:
-            return found
-        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+def _preferences(pairs: list[str]) -> dict[str, str]:
+    preferences = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise CliError(f"--want {pair!r}: use ATTR=VALUE, e.g. language=fr")
+        preferences[name.strip()] = value.strip()
+    return preferences
 
 
-def _waiting_calls(t: Any, settings: Any, matching: Any, limit: int = 1000) -> dict[str, int]:
+def _waiting_calls(t: Target, settings: matching.MatchSettings, limit: int = 1000) -> dict[str, int]:
     """PENDING calls per agent queue they wait on (the first ``limit`` calls in serving order)."""
     counts: dict[str, int] = {}
-    try:
-        t.settings.order_of(settings.queue)
-    except Exception:
+    if settings.queue not in t.settings.queue_orders:  # the calls queue is not configured here: no calls
         return counts
     token = None
     seen = 0
@@ -109,7 +85,7 @@ def _waiting_calls(t: Any, settings: Any, matching: Any, limit: int = 1000) -> d
         for task in page.tasks:
             try:
                 key = matching.call_queue_key(task.payload, settings.attributes)
-            except Exception:
+            except InvalidAgentInput:  # a call the Matcher will refuse: it waits on no agent queue
                 continue
             counts[key] = counts.get(key, 0) + 1
         seen += len(page.tasks)
@@ -117,3 +93,11 @@ def _waiting_calls(t: Any, settings: Any, matching: Any, limit: int = 1000) -> d
         if not token:
             break
     return counts
+
+
+def add_parser(command: Command) -> None:
+    p = command("agents", run, "Matching queue depths: available agents per attribute combination.")
+    p.add_argument("--agent-table-name", help="the agent table (default: stack output AgentTableName, or env AGENT_TABLE_NAME)")
+    p.add_argument("--want", action="append", metavar="ATTR=VALUE",
+                   help="only the agent queue a caller with these preferences waits on (repeatable), e.g. --want language=fr")
+    p.add_argument("--all-keys", action="store_true", help="also show combinations with no agent and no call waiting")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Any
 
@@ -113,11 +114,15 @@ def stats_dict(stats: QueueStats) -> dict[str, Any]:
     }
 
 
-def stats_rows(all_stats: Sequence[QueueStats], shed: dict[str, float | None] | None) -> tuple[list[str], list[list[str]]]:
+def stats_rows(
+    all_stats: Sequence[QueueStats], shed: dict[str, float | None] | None, paused: AbstractSet[str] = frozenset()
+) -> tuple[list[str], list[list[str]]]:
+    """The stats table; a PAUSED column only when a queue is paused."""
     with_success = any("SUCCESS" in s.counts for s in all_stats)
     header = ["QUEUE", "PENDING", "CLAIMABLE", "DELAYED", "EXPIRED", "TAKEN", "FAILURE", "CANCELLED"]
     header += ["SUCCESS"] if with_success else []
     header += ["OLDEST WAIT", "NEWEST WAIT"] + (["SHED"] if shed is not None else [])
+    header += ["PAUSED"] if paused else []
     rows = []
     for s in all_stats:
         row = [s.queue, str(s.counts["PENDING"]), str(s.claimable), str(s.delayed), str(s.expired)]
@@ -127,6 +132,8 @@ def stats_rows(all_stats: Sequence[QueueStats], shed: dict[str, float | None] | 
         if shed is not None:
             value = shed.get(s.queue)
             row.append("n/a" if value is None else str(int(value)))
+        if paused:
+            row.append("yes" if s.queue in paused else "no")
         rows.append(row)
     return header, rows
 

@@ -14,6 +14,13 @@ from tests.conftest import TABLE, make_settings
 BASE = ["--table-name", TABLE]
 
 
+@pytest.fixture(autouse=True)
+def no_local_stack(tmp_path, monkeypatch):
+    """A local stack someone runs in this checkout (`make up`) must not become these tests' target."""
+    monkeypatch.setenv("TASKQ_LOCAL_STACK_FILE", str(tmp_path / "no-local-stack.json"))
+
+
+
 @pytest.fixture
 def cli(dynamodb, topics, capsys):
     """Run the CLI; returns (exit status, stdout, stderr)."""
@@ -43,6 +50,7 @@ def test_every_command_has_help(capsys):
     assert set(commands) == {
         "stats", "list", "show", "peek", "create", "cancel", "reprioritize", "touch", "redrive", "agents",
         "failed-events",  # tests/integration/test_cli_failed_events.py
+        "pause", "resume", "purge", "retry-all", "watch",  # tests/integration/test_cli_operator_tools.py
     }
     for name in commands:
         with pytest.raises(SystemExit) as done:

@@ -25,6 +25,13 @@ TRIGGER_ARN = "arn:aws:lambda:us-east-1:123456789012:function:taskqueue-TriggerF
 STREAM_ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/taskqueue-QueueTable-1A2B/stream/2026-11-22T00:00:00.000"
 
 
+@pytest.fixture(autouse=True)
+def no_local_stack(tmp_path, monkeypatch):
+    """A local stack someone runs in this checkout (`make up`) must not become these tests' target."""
+    monkeypatch.setenv("TASKQ_LOCAL_STACK_FILE", str(tmp_path / "no-local-stack.json"))
+
+
+
 def async_failure(payload: Any, request_id: str = "e4b46cbf-b738-5d16-9fbe-b32bd40a4c8a",
                   function_arn: str = CREATE_TASKS_ARN) -> dict[str, Any]:
     """What Lambda sends to an on-failure destination after an asynchronous invocation's retries."""
