@@ -24,11 +24,12 @@ os.environ.update(
     }
 )
 
+from aws_lambda_powertools.metrics.provider import cold_start  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
+from taskqueue.notify import Notifier  # noqa: E402
 from taskqueue.services import Services  # noqa: E402
 from taskqueue.settings import Settings  # noqa: E402
-from taskqueue.notify import Notifier  # noqa: E402
 from taskqueue.store import TaskStore  # noqa: E402
 from tests import dynamodb_local  # noqa: E402
 from tests.support import FakeClock, create_queue_table  # noqa: E402
@@ -156,7 +157,7 @@ class Topics:
         self.sns = boto3.client("sns")
         self.sqs = boto3.client("sqs")
         self.trigger_arn, self.trigger_queue = self._topic("trigger-topic")
-        self.process_arn, self.process_queue = self._topic("process-tasks-topic")
+        self.wake_up_arn, self.wake_up_queue = self._topic("worker-wake-up-topic")
 
     def _topic(self, name: str) -> tuple[str, str]:
         arn = self.sns.create_topic(Name=name)["TopicArn"]
@@ -177,8 +178,8 @@ class Topics:
                 self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     def wakeups(self) -> list[str]:
-        """Queues named by the messages on ProcessTasksTopic."""
-        return [m["MessageAttributes"]["queue"]["Value"] for m in self.messages(self.process_queue)]
+        """Queues named by the messages on WorkerWakeUpTopic."""
+        return [m["MessageAttributes"]["queue"]["Value"] for m in self.messages(self.wake_up_queue)]
 
     def tail_calls(self) -> list[str]:
         return [m["MessageAttributes"]["queue"]["Value"] for m in self.messages(self.trigger_queue)]
@@ -204,6 +205,14 @@ def aws(dynamodb_engine: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     assert not stray, f"a DynamoDB request of this DynamoDB Local test went to moto instead: moto tables {stray}"
 
 
+@pytest.fixture(autouse=True)
+def warm_execution_environment() -> None:
+    """Handlers run as in a warm execution environment: the ColdStart metric (Powertools flags the first
+    invocation of a process) shows only where a test asks for a cold start, so metric totals do not depend
+    on which test ran first."""
+    cold_start.is_cold_start = False
+
+
 @pytest.fixture
 def dynamodb(aws: None) -> Any:
     client = boto3.client("dynamodb")
@@ -226,7 +235,7 @@ def make_settings(topics: Topics | None = None, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "queue_table_name": TABLE,
         "trigger_topic_arn": topics.trigger_arn if topics else None,
-        "process_tasks_topic_arn": topics.process_arn if topics else None,
+        "worker_wake_up_topic_arn": topics.wake_up_arn if topics else None,
         "retry_base_seconds": 0.0,
     }
     values.update(overrides)

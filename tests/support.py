@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from cfnlint.decode import decode
 
@@ -88,3 +88,47 @@ class LambdaContextStub:
 
     def get_remaining_time_in_millis(self) -> int:
         return self._remaining_ms
+
+
+class EmittedMetric(NamedTuple):
+    """One metric value of an EMF blob: its name, dimensions (name -> value), value (a list of values summed),
+    the blob's namespace and dimension sets (each sorted)."""
+
+    name: str
+    dims: dict[str, str]
+    value: float
+    namespace: str
+    dimension_sets: tuple[tuple[str, ...], ...]
+
+
+def emitted(output: str) -> list[EmittedMetric]:
+    """Every EMF metric printed in ``output`` (Powertools flushes metrics to stdout as one JSON object a line)."""
+    found: list[EmittedMetric] = []
+    for line in output.splitlines():
+        try:
+            blob = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(blob, dict) or "_aws" not in blob:
+            continue
+        for definition in blob["_aws"]["CloudWatchMetrics"]:
+            sets = tuple(tuple(sorted(group)) for group in definition["Dimensions"])
+            dims = {name: blob[name] for group in sets for name in group}
+            for metric in definition["Metrics"]:
+                value = blob[metric["Name"]]
+                found.append(EmittedMetric(metric["Name"], dims, sum(value) if isinstance(value, list) else value,
+                                           definition["Namespace"], sets))
+    return found
+
+
+def metric_totals(output: str) -> dict[str, float]:
+    """Metric name -> sum of its values over every EMF blob in ``output``, whatever the dimensions."""
+    totals: dict[str, float] = {}
+    for metric in emitted(output):
+        totals[metric.name] = totals.get(metric.name, 0) + metric.value
+    return totals
+
+
+def metric_total(output: str, name: str, **dims: str) -> float:
+    """Sum of metric ``name`` in ``output`` over the blobs whose dimensions include ``dims``."""
+    return sum(m.value for m in emitted(output) if m.name == name and all(m.dims.get(k) == v for k, v in dims.items()))

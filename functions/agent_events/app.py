@@ -24,8 +24,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from taskqueue import matching
-from taskqueue.errors import InvalidTaskInput
-from taskqueue.matcher import MatcherServices
+from taskqueue.describe import json_kind, shown
+from taskqueue.errors import InvalidAgentInput
+from taskqueue.services import MatcherServices
 
 logger = Logger()
 tracer = Tracer()
@@ -50,22 +51,22 @@ def services() -> MatcherServices:
 def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
     action = event.get("action") if isinstance(event, Mapping) else None
     if action is None:
-        got = f"keys {sorted(map(str, event))[:10]}" if isinstance(event, Mapping) else f"a JSON {_json_kind(event)}"
-        raise InvalidTaskInput(
+        got = f"keys {sorted(map(str, event))[:10]}" if isinstance(event, Mapping) else f"a JSON {json_kind(event)}"
+        raise InvalidAgentInput(
             f"AgentEvents takes agent events {{\"action\": one of {', '.join(ACTIONS)}, ...}}, got {got}; "
             "wake-ups of queue 'calls' go to the Matcher"
         )
     if not isinstance(action, str) or action not in FIELDS:
-        raise InvalidTaskInput(f"unknown action {_show(action)}; known actions: {', '.join(ACTIONS)}")
+        raise InvalidAgentInput(f"unknown action {shown(action)}; known actions: {', '.join(ACTIONS)}")
     unknown = sorted(str(k) for k in event if k != "action" and k not in FIELDS[action])
     if unknown:
-        raise InvalidTaskInput(f"unknown field(s) {unknown} in a {action} event; its fields: {['action', *FIELDS[action]]}")
+        raise InvalidAgentInput(f"unknown field(s) {unknown} in a {action} event; its fields: {['action', *FIELDS[action]]}")
     agents = svc.agents
     if action == "agentAvailable":
         agent = event.get("agent")
         if not isinstance(agent, Mapping):
-            raise InvalidTaskInput(
-                f'agent must be a JSON object {{"agentId", "name", "attributes"}}, got {_show(agent)}'
+            raise InvalidAgentInput(
+                f'agent must be a JSON object {{"agentId", "name", "attributes"}}, got {shown(agent)}'
             )
         profile = matching.parse_profile(agent, svc.match_settings.attributes)
         outcome = agents.put_available(profile)
@@ -77,13 +78,13 @@ def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
         agent_id = matching.validate_agent_id(event.get("agentId"))
         call_id = event.get("callId")
         if call_id is not None and not isinstance(call_id, str):
-            raise InvalidTaskInput(f"callId must be a string, got {_show(call_id)}")
+            raise InvalidAgentInput(f"callId must be a string, got {shown(call_id)}")
         outcome = agents.call_ended(agent_id, call_id)
     else:  # queueDepth
         preferences = event.get("preferences")
         if preferences is not None and not isinstance(preferences, Mapping):
-            raise InvalidTaskInput(
-                f"preferences must be a JSON object of attribute -> value (or absent: no preference), got {_show(preferences)}"
+            raise InvalidAgentInput(
+                f"preferences must be a JSON object of attribute -> value (or absent: no preference), got {shown(preferences)}"
             )
         key = matching.preferences_key(preferences, svc.match_settings.attributes)
         return {"queueKey": key, "depth": agents.depth(key)}
@@ -93,26 +94,7 @@ def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
     return {"action": action, "agentId": agent_id, "outcome": outcome.value}
 
 
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 100 else text[:97] + "..."
-
-
-def _json_kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return type(value).__name__
-
-
-@metrics.log_metrics
+@metrics.log_metrics(capture_cold_start_metric=True)
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue.model import new_tasks, parse_create_event
+from taskqueue.create import create_tasks
+from taskqueue.model import parse_create_event
 from taskqueue.services import Services
 
 logger = Logger()
@@ -36,30 +37,20 @@ def handle(event: Any, svc: Services, request_id: str | None = None) -> dict[str
     # A schedule with Input delivers the Input as it is (a request); one without delivers the whole Scheduled
     # Event, whose detail is always {}: the default request.
     request = parse_create_event(event, svc.settings)
-    tasks = new_tasks(request, svc.clock.now_ms(), svc.settings, request_id)
-    if request.task_ids:
-        result = svc.store.put_tasks(tasks, idempotent=True)
-    elif request_id is not None:
-        result = svc.store.put_tasks_once(tasks)
-    else:
-        result = svc.store.put_tasks(tasks)
+    summary = create_tasks(request, svc.store, svc.clock.now_ms(), request_id)
     metrics.add_dimension(name="queue", value=request.queue)
-    metrics.add_metric(name="TasksCreated", unit=MetricUnit.Count, value=result.created)
+    metrics.add_metric(name="TasksCreated", unit=MetricUnit.Count, value=summary.created)
     logger.info(
         "tasks created",
-        extra={"queue": request.queue, "tasks_created": result.created, "already_existed": result.already_existed},
+        extra={"queue": request.queue, "tasks_created": summary.created, "already_existed": summary.already_existed},
     )
-    return {
-        "queue": request.queue,
-        "created": result.created,
-        "alreadyExisted": result.already_existed,
-        "taskIds": [t.task_id for t in tasks],
-        "ttl": tasks[0].ttl,
-    }
+    return summary.as_dict()
 
 
-@metrics.log_metrics
+@metrics.log_metrics(capture_cold_start_metric=True)
 @tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    # The request id names the tasks (requestId) and is the correlation id their wake-ups carry.
+    logger.set_correlation_id(context.aws_request_id)
     return handle(event, services(), context.aws_request_id)

@@ -1,6 +1,6 @@
 """Matcher: the worker of queue "calls" (FIFO with filtering).
 
-Events: an SNS wake-up from ProcessTasksTopic (attribute queue=calls) or {"queue": "calls"}: match waiting calls,
+Events: an SNS wake-up from WorkerWakeUpTopic (attribute queue=calls) or {"queue": "calls"}: match waiting calls,
 oldest first, each with the longest-waiting matching agent, for up to the time budget; tail-call through
 TriggerTopic if calls that could match remain. A wake-up for a queue outside WORKER_QUEUES (the template sets
 "calls") or an event that is no wake-up is refused with a clear error, before any claim.
@@ -18,12 +18,15 @@ from dataclasses import asdict
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue.errors import InvalidTaskInput
-from taskqueue.matcher import Matcher, MatcherServices, MatchReport
+from taskqueue import handler_metrics
+from taskqueue.correlation import Correlation, log_under, of_event
+from taskqueue.describe import shown
+from taskqueue.errors import InvalidEvent, InvalidTaskInput
+from taskqueue.matcher import Matcher, MatchReport
 from taskqueue.notify import queue_of_wakeup
+from taskqueue.services import MatcherServices
 from taskqueue.worker import claim_window_seconds
 
 logger = Logger()
@@ -39,8 +42,8 @@ def services() -> MatcherServices:
 def handle(event: Any, remaining_seconds: float, owner: str, svc: MatcherServices) -> dict[str, Any]:
     match_queue = svc.match_settings.queue
     if isinstance(event, Mapping) and "action" in event:
-        raise InvalidTaskInput(
-            f"agent events ({_show(event['action'])}) go to the AgentEvents function (AgentEventsFunction, stack output "
+        raise InvalidEvent(
+            f"agent events ({shown(event['action'], 60)}) go to the AgentEvents function (AgentEventsFunction, stack output "
             "AgentEventsFunctionName), not the Matcher: the Matcher serves wake-ups of queue "
             f"{match_queue!r} only, and its reserved concurrency would refuse agent events (HTTP 429) "
             "while a matching run is in progress"
@@ -52,42 +55,39 @@ def handle(event: Any, remaining_seconds: float, owner: str, svc: MatcherService
             f"the Matcher serves queue {match_queue!r} only (MATCH_QUEUE), not {queue!r}: a wake-up for {queue!r} goes "
             "to that queue's own worker"
         )
-    report = run_matcher(svc, owner, claim_window_seconds(svc.base.settings.time_budget_seconds, remaining_seconds))
+    correlation = of_event(event, owner)  # the chain this wake-up belongs to: logged, and passed on by a tail call
+    log_under(logger, correlation)
+    report = run_matcher(
+        svc, owner, claim_window_seconds(svc.base.settings.time_budget_seconds, remaining_seconds), correlation
+    )
     return {k: v for k, v in asdict(report).items() if k != "wait_times_ms"} | {"waitTimesMs": report.wait_times_ms[:50]}
 
 
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def run_matcher(svc: MatcherServices, owner: str, budget_seconds: float) -> MatchReport:
+def run_matcher(
+    svc: MatcherServices, owner: str, budget_seconds: float, correlation: Correlation | None = None
+) -> MatchReport:
     matcher = Matcher(svc.base.store, svc.agents, owner=owner, clock=svc.base.clock)
     report = matcher.run(budget_seconds)
     if report.work_remains:
-        svc.base.notifier.tail_call(report.queue)
+        svc.base.notifier.wake(report.queue, correlation=correlation)
     emit_metrics(report)
     logger.info("matcher finished", extra={k: v for k, v in asdict(report).items() if k != "wait_times_ms"})
     return report
 
 
 def emit_metrics(report: MatchReport) -> None:
-    metrics.add_dimension(name="queue", value=report.queue)
-    for name, value in (
+    handler_metrics.add_report(metrics, report.queue, (
         ("CallsMatched", report.matched),
         ("NoAgent", report.no_agent),
         ("MatchConflicts", report.conflicts),
         ("CallsDeadLettered", report.invalid),
         ("TasksShed", report.shed),
         ("TailCalls", int(report.work_remains)),
-    ):
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-    for waited in report.wait_times_ms[:100]:
-        metrics.add_metric(name="WaitTimeAtMatch", unit=MetricUnit.Milliseconds, value=waited)
+    ), "WaitTimeAtMatch", report.wait_times_ms)
 
 
-@metrics.log_metrics
+@metrics.log_metrics(capture_cold_start_metric=True)
 @tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     return handle(event, context.get_remaining_time_in_millis() / 1000, context.aws_request_id, services())

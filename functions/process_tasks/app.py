@@ -1,7 +1,7 @@
 """ProcessTasks: the worker of queue "work". Claims the newest claimable tasks while the runner has a
 free slot, for up to the time budget, then tail-calls through TriggerTopic if claimable work remains.
 
-Events: an SNS wake-up from ProcessTasksTopic (attribute queue=work) or {"queue": "work"}. It serves only the
+Events: an SNS wake-up from WorkerWakeUpTopic (attribute queue=work) or {"queue": "work"}. It serves only the
 queues in WORKER_QUEUES (the template sets "work"): a wake-up for another queue — "calls" belongs to the Matcher —
 is refused, before any claim, with an error naming the queues it serves; so is an event that is no wake-up."""
 
@@ -12,11 +12,12 @@ from dataclasses import asdict
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from taskqueue import handler_metrics
+from taskqueue.correlation import log_under, of_event
 from taskqueue.notify import queue_of_wakeup
-from taskqueue.runner import TaskRunner, load_runner
+from taskqueue.runner import TaskRunner, build_runner
 from taskqueue.services import Services
 from taskqueue.worker import Worker, WorkerReport, claim_window_seconds
 
@@ -32,26 +33,27 @@ def services() -> Services:
 
 @functools.cache
 def runner() -> TaskRunner:
-    return load_runner(services().settings.task_runner)
+    return build_runner(services().settings)
 
 
 def handle(event: Any, remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner) -> WorkerReport:
     queue = queue_of_wakeup(event)
     svc.settings.check_served(queue)
+    correlation = of_event(event, owner)  # the chain this wake-up belongs to: logged, and passed on by a tail call
+    log_under(logger, correlation)
     worker = Worker(svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock)
     report = worker.run(
         queue, claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds), hold_seconds=remaining_seconds
     )
     if report.work_remains:
-        svc.notifier.tail_call(queue)
+        svc.notifier.wake(queue, correlation=correlation)
     emit_metrics(report)
     logger.info("worker finished", extra={k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
     return report
 
 
 def emit_metrics(report: WorkerReport) -> None:
-    metrics.add_dimension(name="queue", value=report.queue)
-    for name, value in (
+    handler_metrics.add_report(metrics, report.queue, (
         ("TasksClaimed", report.claimed),
         ("TasksSucceeded", report.succeeded),
         ("TasksFailed", report.failed),
@@ -63,15 +65,12 @@ def emit_metrics(report: WorkerReport) -> None:
         ("LeasesRenewed", report.leases_renewed),
         ("WorkerRetries", report.retried),
         ("TailCalls", int(report.work_remains)),
-    ):
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-    for age in report.claim_ages_ms[:100]:
-        metrics.add_metric(name="AgeAtClaim", unit=MetricUnit.Milliseconds, value=age)
+    ), "AgeAtClaim", report.claim_ages_ms)
 
 
-@metrics.log_metrics
+@metrics.log_metrics(capture_cold_start_metric=True)
 @tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     svc = services()
     report = handle(event, context.get_remaining_time_in_millis() / 1000, context.aws_request_id, svc, runner())

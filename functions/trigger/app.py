@@ -1,4 +1,4 @@
-"""Trigger: decides whether a worker should run, and wakes it through ProcessTasksTopic.
+"""Trigger: decides whether a worker should run, and wakes it through WorkerWakeUpTopic.
 
 Sources: the queue table's stream (INSERTs, and TTL deletions of PENDING tasks for shed counting),
 TriggerTopic (tail calls from the workers) and the safety-net schedule. At most one message per queue per
@@ -14,7 +14,7 @@ malformed too: without a sequence number it could not even be named as failed.
 
 An SNS notification is checked whole (every record names a configured queue) before any queue is woken; a
 scheduled event must be an EventBridge Scheduled Event as schemas/create_tasks.schema.json declares it; any
-other event is refused with an InvalidTaskInput that says what Trigger takes.
+other event is refused with an InvalidEvent that says what Trigger takes.
 """
 
 from __future__ import annotations
@@ -25,16 +25,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue import schema
-from taskqueue.errors import InvalidTaskInput, TaskQueueError
-from taskqueue.notify import wakeup_queues
+from taskqueue import handler_metrics, schema
+from taskqueue.correlation import Correlation, log_under, of_event
+from taskqueue.errors import InvalidEvent, InvalidInput
+from taskqueue.safety_net import run_safety_net
 from taskqueue.services import Services
 from taskqueue.stream import ChangeKind, classify
+from taskqueue.wakeups import Wakeups, relay
 
 logger = Logger()
 tracer = Tracer()
@@ -48,24 +49,6 @@ def services() -> Services:
     return Services.from_env()
 
 
-class Wakeups:
-    """Wakes each queue at most once per invocation; a failed publish raises PublishError and leaves the
-    queue un-woken, so its record fails and is retried."""
-
-    def __init__(self, svc: Services, reason: str) -> None:
-        self._svc = svc
-        self._reason = reason
-        self.woken: list[str] = []
-
-    def wake(self, queue: str) -> None:
-        if queue in self.woken:
-            return
-        self._svc.notifier.wake_worker(queue, self._reason)
-        self.woken.append(queue)
-        _count("Wakeups", queue)
-        logger.info("worker woken", extra={"queue": queue, "reason": self._reason})
-
-
 _NOT_A_RECORD = "notARecord"
 
 
@@ -74,7 +57,7 @@ class NotProcessed(Exception):
 
 
 def handle_stream(event: Mapping[str, Any], context: LambdaContext, svc: Services) -> dict[str, Any]:
-    wakeups = Wakeups(svc, "stream")
+    wakeups = Wakeups(svc.notifier, "stream")
     counts: Counter[tuple[str, str]] = Counter()  # (metric, queue) -> count, emitted when the batch is done
     first_failure: list[str] = []
 
@@ -102,14 +85,17 @@ def handle_stream(event: Mapping[str, Any], context: LambdaContext, svc: Service
         try:
             source = record.raw_event.get("eventSource")
             if source != "aws:dynamodb":
-                raise InvalidTaskInput(f"not a DynamoDB stream record: eventSource is {source!r:.60}, not 'aws:dynamodb'")
+                raise InvalidEvent(f"not a DynamoDB stream record: eventSource is {source!r:.60}, not 'aws:dynamodb'")
             change = classify(*_read(record))
             if change.kind is ChangeKind.SHED:
                 counts["TasksShed", change.queue or "unknown"] += 1
                 logger.info("task shed by TTL before it was claimed", extra={"task_id": change.task_id, "queue": change.queue})
-            elif change.kind in (ChangeKind.CREATED, ChangeKind.AGENT_QUEUED) and change.queue:
+            elif change.kind is ChangeKind.CREATED and change.queue:
+                # The wake-up carries the task that caused it and its creating request (taskqueue.correlation).
+                wakeups.wake(change.queue, Correlation(change.request_id, change.task_id))
+            elif change.kind is ChangeKind.AGENT_QUEUED and change.queue:
                 wakeups.wake(change.queue)
-        except InvalidTaskInput as exc:
+        except InvalidInput as exc:  # InvalidEvent, or a record naming no configured queue
             # It can never succeed: retrying it would only hold up its shard. Logged and counted, not failed.
             malformed(str(exc), record.raw_event.get("eventID"), _queue_of(record.raw_event, svc), sequence)
         except Exception:
@@ -126,7 +112,7 @@ def handle_stream(event: Mapping[str, Any], context: LambdaContext, svc: Service
         )
     # Only now, with the batch's outcome decided: a batch retried after a crash or timeout counts nothing twice.
     for (metric, queue), value in sorted(counts.items()):
-        _count(metric, queue, value)
+        handler_metrics.count(metric, queue, value)
     return result
 
 
@@ -136,7 +122,7 @@ def _read(record: DynamoDBRecord) -> tuple[str, Any, Any, Any]:
     is not one) is malformed: reading it again will not go better."""
     identity = record.raw_event.get("userIdentity")
     if identity is not None and not isinstance(identity, Mapping):
-        raise InvalidTaskInput(f"record cannot be read: userIdentity is not an object: {identity!r:.100}")
+        raise InvalidEvent(f"record cannot be read: userIdentity is not an object: {identity!r:.100}")
     try:
         return (
             record.event_name.name if record.event_name else "",
@@ -146,7 +132,7 @@ def _read(record: DynamoDBRecord) -> tuple[str, Any, Any, Any]:
         )
     except Exception as exc:  # noqa: BLE001 - reading is pure (no I/O): whatever fails here fails on every retry
         # e.g. an attribute value of no type ({} raises IndexError in the deserializer), a number that is not one
-        raise InvalidTaskInput(f"record cannot be read: {type(exc).__name__}: {exc}") from None
+        raise InvalidEvent(f"record cannot be read: {type(exc).__name__}: {exc}") from None
 
 
 def _sequence_number(raw: Mapping[str, Any]) -> str | None:
@@ -170,71 +156,24 @@ def _queue_of(raw: Mapping[str, Any], svc: Services) -> str:
 
 
 def handle_tail_calls(event: Mapping[str, Any], svc: Services) -> dict[str, Any]:
-    """Every record is checked (an SNS record naming a configured queue) before any queue is woken."""
-    queues = wakeup_queues(event)
-    for queue in queues:
-        svc.settings.order_of(queue)
-    wakeups = Wakeups(svc, "tail-call")
-    # Every queue is tried; if any wake-up could not be published (after the Notifier's own retries), the
-    # invocation fails, so Lambda's asynchronous retry (EventInvokeConfig MaximumRetryAttempts) delivers the
-    # notification again: a lost tail call would otherwise strand the queue until the next safety-net run.
-    failed: list[str] = []
-    for queue in queues:
-        try:
-            wakeups.wake(queue)
-        except TaskQueueError as exc:
-            failed.append(f"{queue}: {exc}")
-            logger.warning("wake-up not published; the invocation fails so Lambda retries it",
-                           extra={"queue": queue, "error": str(exc)})
-    if failed:
-        raise TaskQueueError(
-            f"could not wake {len(failed)} of {len(queues)} queue(s) (woken: {wakeups.woken}); "
-            "failing so Lambda retries the notification: " + "; ".join(failed)
-        )
-    return {"woken": wakeups.woken}
+    """A worker's tail call (or a redrive's wake-up), relayed to the queues' workers: see taskqueue.wakeups."""
+    return {"woken": relay(event, svc.notifier, svc.settings)}
 
 
 def handle_safety_net(svc: Services) -> dict[str, Any]:
-    """Recover expired leases (a crashed worker's tasks go back to PENDING, or to FAILURE when their attempts
-    are used up), then wake every queue that has claimable tasks, so no lost wake-up strands work. Looking
-    for claimable tasks sheds the expired entries it meets (counted as TasksShed)."""
-    wakeups = Wakeups(svc, "safety-net")
-    errors: list[str] = []
-    for queue in svc.settings.queue_orders:
-        try:
-            recovered = svc.store.recover_expired_leases(queue)
-            for status, metric in (("PENDING", "LeasesRecovered"), ("FAILURE", "TasksFailed")):
-                if recovered[status]:
-                    _count(metric, queue, recovered[status])
-                    logger.warning("expired leases recovered", extra={"queue": queue, "new_status": status, "count": recovered[status]})
-            if svc.store.has_claimable(queue):
-                wakeups.wake(queue)
-        except TaskQueueError as exc:
-            errors.append(f"{queue}: {exc}")
-        finally:
-            # Expired entries the check met were shed (PENDING -> SHED): count them here, once.
-            shed = svc.store.drain_shed().get(queue, 0)
-            if shed:
-                _count("TasksShed", queue, shed)
-    if errors:
-        raise TaskQueueError("safety net could not wake every queue: " + "; ".join(errors))
-    return {"woken": wakeups.woken}
-
-
-def _count(name: str, queue: str | None, value: int = 1) -> None:
-    with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=metrics.namespace) as metric:
-        metric.add_dimension(name="queue", value=queue or "unknown")
+    """The schedule's run: see taskqueue.safety_net."""
+    return {"woken": run_safety_net(svc)}
 
 
 def event_source(event: object) -> str:
-    """"aws:dynamodb", "aws:sns" or "aws.events"; an event that is none of them raises InvalidTaskInput."""
+    """"aws:dynamodb", "aws:sns" or "aws.events"; an event that is none of them raises InvalidEvent."""
     expected = "Trigger takes a DynamoDB stream batch, an SNS notification or a scheduled event"
     if not isinstance(event, Mapping):
-        raise InvalidTaskInput(f"{expected}; got a {type(event).__name__}, not a JSON object")
+        raise InvalidEvent(f"{expected}; got a {type(event).__name__}, not a JSON object")
     if "Records" in event:
         records = event["Records"]
         if not isinstance(records, list) or not records:
-            raise InvalidTaskInput(f"{expected}; its Records must be a non-empty list, got {records!r:.100}")
+            raise InvalidEvent(f"{expected}; its Records must be a non-empty list, got {records!r:.100}")
         sources = {
             str(record.get("eventSource") or record.get("EventSource") or "")
             for record in records
@@ -244,18 +183,22 @@ def event_source(event: object) -> str:
         for source in ("aws:dynamodb", "aws:sns"):
             if source in sources:
                 return source
-        raise InvalidTaskInput(f"{expected}; got Records from {sorted(sources) or 'no source'}")
+        raise InvalidEvent(f"{expected}; got Records from {sorted(sources) or 'no source'}")
     if schema.is_eventbridge_event(event):
         schema.check(event, schema.SCHEDULED_EVENT, "a scheduled event (the safety net)")
         return "aws.events"
-    raise InvalidTaskInput(f"{expected}; got an event with keys {sorted(map(str, event))[:10]}")
+    raise InvalidEvent(f"{expected}; got an event with keys {sorted(map(str, event))[:10]}")
 
 
-# Trigger's metrics carry a per-queue dimension and are flushed one by one (single_metric).
+# Trigger's metrics carry a per-queue dimension and are flushed one by one (single_metric); log_metrics adds
+# only the ColdStart metric (and warns once per execution environment that it had no other metric to flush).
+@metrics.log_metrics(capture_cold_start_metric=True)
 @tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     source = event_source(event)
+    # A relayed tail call keeps its chain's ids; a stream batch or the schedule starts chains of their own.
+    log_under(logger, of_event(event, context.aws_request_id) if source == "aws:sns" else Correlation(context.aws_request_id))
     svc = services()
     if source == "aws:dynamodb":
         return handle_stream(event, context, svc)

@@ -142,7 +142,7 @@ def create_tables(client: Any) -> None:
 
 # Topic ARNs for the settings: publishing goes to a RecordingSns, never to these.
 TOPICS = {"trigger_topic_arn": "arn:aws:sns:us-east-1:123456789012:trigger-topic",
-          "process_tasks_topic_arn": "arn:aws:sns:us-east-1:123456789012:process-tasks-topic"}
+          "worker_wake_up_topic_arn": "arn:aws:sns:us-east-1:123456789012:worker-wake-up-topic"}
 
 
 def fuzz_services(client: Any, clock: Any, sns: RecordingSns, **overrides: Any) -> Services:

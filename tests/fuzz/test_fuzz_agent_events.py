@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.matcher import MatcherServices
 from taskqueue.matching import MatchSettings
+from taskqueue.services import MatcherServices
 from tests.agent_support import AGENT_TABLE
 from tests.fuzz.strategies import garbage_events, json_values, mutated, near
 from tests.fuzz.support import RequestSpy, fuzz, fuzz_services, invoke, scan

@@ -22,7 +22,7 @@ from taskqueue.model import new_tasks, parse_create_request
 from tests.conftest import TABLE
 from tests.fuzz.strategies import garbage_events, json_values, mutated, near
 from tests.fuzz.support import RequestSpy, fuzz, fuzz_services, invoke, scan
-from tests.support import LambdaContextStub, load_event, load_function
+from tests.support import LambdaContextStub, load_event, load_function, metric_totals
 
 app = load_function("trigger")
 QUEUES = ("work", "calls")
@@ -40,19 +40,6 @@ def world(fuzz_dynamodb, clock, sns, monkeypatch) -> Any:
 
 def run(event: Any) -> tuple[Any, Any]:
     return invoke(lambda: app.lambda_handler(event, LambdaContextStub(function_name="Trigger")))
-
-
-def metric_totals(output: str) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for line in output.splitlines():
-        if not line.startswith("{") or '"_aws"' not in line:
-            continue
-        blob = json.loads(line)
-        for definition in blob["_aws"]["CloudWatchMetrics"]:
-            for metric in definition["Metrics"]:
-                value = blob[metric["Name"]]
-                totals[metric["Name"]] = totals.get(metric["Name"], 0) + (sum(value) if isinstance(value, list) else value)
-    return totals
 
 
 # ---- stream batches ------------------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.matcher import MatcherServices
 from taskqueue.matching import MatchSettings
 from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.services import MatcherServices
 from taskqueue.store import TaskStore
 from tests.agent_support import AGENT_TABLE, profile
 from tests.conftest import TABLE

@@ -2,16 +2,15 @@
 refused events, the AgentEvents metric. These events used to go to the Matcher, whose reserved concurrency made
 Lambda refuse them (HTTP 429) while a matching run was in progress: they have their own function now."""
 
-import json
 from typing import Any
 
 import pytest
 
-from taskqueue.errors import InvalidTaskInput
-from taskqueue.matcher import MatcherServices
+from taskqueue.errors import InvalidAgentInput
 from taskqueue.matching import MatchSettings, ProfileTooLarge
+from taskqueue.services import MatcherServices
 from tests.agent_support import AGENT_TABLE, agent_table  # noqa: F401 (fixture)
-from tests.support import LambdaContextStub, load_event, load_function
+from tests.support import LambdaContextStub, emitted, load_event, load_function, metric_totals
 
 app = load_function("agent_events")
 
@@ -32,21 +31,6 @@ def invoke(event: dict[str, Any], svc: Any, request_id: str = "req-1") -> dict[s
         app.services = original
 
 
-def metrics_of(capsys) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for line in capsys.readouterr().out.splitlines():
-        try:
-            blob = json.loads(line)
-        except ValueError:
-            continue
-        for definition in blob.get("_aws", {}).get("CloudWatchMetrics", []):
-            for metric in definition["Metrics"]:
-                value = blob[metric["Name"]]
-                totals[metric["Name"]] = totals.get(metric["Name"], 0) + (sum(value) if isinstance(value, list) else value)
-                assert [sorted(d) for d in definition["Dimensions"]] == [["queue", "service"]] and blob["queue"] == "calls"
-    return totals
-
-
 def test_event_files_drive_the_agent_lifecycle(msvc):
     assert invoke(load_event("agent_events-agent-available.json"), msvc) == {
         "action": "agentAvailable", "agentId": "agent-0042", "outcome": "queued"}
@@ -63,7 +47,10 @@ def test_each_agent_event_counts_one_agent_events_metric(msvc, capsys):
     invoke(load_event("agent_events-call-ended.json"), msvc)
     invoke(load_event("agent_events-agent-offline.json"), msvc)
     invoke(load_event("agent_events-queue-depth.json"), msvc)  # a read: not counted
-    assert metrics_of(capsys) == {"AgentEvents": 3}
+    out = capsys.readouterr().out
+    assert metric_totals(out) == {"AgentEvents": 3}
+    for metric in emitted(out):
+        assert metric.dimension_sets == (("queue", "service"),) and metric.dims["queue"] == "calls"
 
 
 @pytest.mark.parametrize(
@@ -76,7 +63,7 @@ def test_each_agent_event_counts_one_agent_events_metric(msvc, capsys):
     ],
 )
 def test_bad_agent_events_are_refused_with_the_reason(msvc, event, error):
-    with pytest.raises(InvalidTaskInput, match=error):
+    with pytest.raises(InvalidAgentInput, match=error):
         invoke(event, msvc)
 
 
@@ -88,5 +75,5 @@ def test_oversized_profile_error_names_the_limit_and_count(msvc):
 
 @pytest.mark.parametrize("event", [{"queue": "calls"}, load_event("matcher-sns-wake.json")])
 def test_a_wake_up_is_not_an_agent_event(msvc, event):
-    with pytest.raises(InvalidTaskInput, match="Matcher"):
+    with pytest.raises(InvalidAgentInput, match="Matcher"):
         invoke(event, msvc)

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from taskqueue.errors import InvalidTaskInput
+from taskqueue.errors import InvalidEvent, InvalidTaskInput
 from taskqueue.keys import Order
-from taskqueue.matcher import MatcherServices
 from taskqueue.matching import MatchSettings
+from taskqueue.services import MatcherServices
 from taskqueue.states import TaskStatus
 from tests.agent_support import AGENT_TABLE, agent_table, all_items, create_calls  # noqa: F401 (fixture)
-from tests.support import LambdaContextStub, load_event, load_function
+from tests.support import LambdaContextStub, load_event, load_function, metric_totals
 
 app = load_function("matcher")
 agent_events = load_function("agent_events")
@@ -43,20 +43,6 @@ def wake(svc, request_id: str = "req-1") -> dict[str, Any]:
     return invoke(app, load_event("matcher-sns-wake.json"), svc, request_id)
 
 
-def metrics_of(capsys) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for line in capsys.readouterr().out.splitlines():
-        try:
-            blob = json.loads(line)
-        except ValueError:
-            continue
-        for definition in blob.get("_aws", {}).get("CloudWatchMetrics", []):
-            for metric in definition["Metrics"]:
-                value = blob[metric["Name"]]
-                totals[metric["Name"]] = totals.get(metric["Name"], 0) + (sum(value) if isinstance(value, list) else value)
-    return totals
-
-
 def test_sns_wake_matches_calls_oldest_first_with_the_longest_waiting_agent(msvc, store, clock, topics, capsys):
     available(msvc, "ana", ["fr"])
     clock.advance(1)
@@ -74,7 +60,7 @@ def test_sns_wake_matches_calls_oldest_first_with_the_longest_waiting_agent(msvc
     assert store.get(second).result["agentId"] == "bea"
     waiting = store.get(third)
     assert waiting.status is TaskStatus.PENDING and waiting.attempts == 0  # released with the attempt refunded
-    metrics = metrics_of(capsys)
+    metrics = metric_totals(capsys.readouterr().out)
     assert metrics["CallsMatched"] == 2 and metrics["NoAgent"] >= 1 and metrics["MatchConflicts"] == 0
     assert metrics["WaitTimeAtMatch"] == 2000 + 1000
     assert topics.tail_calls() == []  # no agent left for the waiting call: no busy loop, no tail call
@@ -112,7 +98,7 @@ def test_an_impatient_caller_is_shed_not_matched(msvc, store, clock, capsys):
     # Never claimed: the matcher met it past its ttl and shed it (counted once), before DynamoDB's TTL did.
     assert hung_up.status is TaskStatus.SHED and hung_up.attempts == 0 and hung_up.lease_owner is None
     assert report["shed"] == 1
-    assert metrics_of(capsys)["TasksShed"] == 1
+    assert metric_totals(capsys.readouterr().out)["TasksShed"] == 1
 
 
 def test_lifo_option_serves_the_most_recently_available_agent(services, agent_table, store, clock):
@@ -150,7 +136,7 @@ def test_direct_wake_for_another_queue_is_refused(msvc):
 @pytest.mark.parametrize("name", ["agent-available", "agent-offline", "call-ended", "queue-depth"])
 def test_agent_events_sent_to_the_matcher_are_refused_naming_the_agent_events_function(msvc, agent_table, name):
     event = load_event(f"agent_events-{name}.json")
-    with pytest.raises(InvalidTaskInput, match=r"agent events .*go to the AgentEvents function \(AgentEventsFunction"):
+    with pytest.raises(InvalidEvent, match=r"agent events .*go to the AgentEvents function \(AgentEventsFunction"):
         invoke(app, event, msvc)
     assert all_items(agent_table) == []  # refused before anything was written
 
@@ -167,7 +153,7 @@ def test_trigger_counts_an_agent_entry_without_its_queue_as_malformed_not_a_fail
     result = invoke(trigger, event, services)
     # It can never succeed: logged and counted, not failed (a failure would block the shard through retries).
     assert result == {"batchItemFailures": []}
-    assert metrics_of(capsys).get("MalformedRecords") == 1
+    assert metric_totals(capsys.readouterr().out).get("MalformedRecords") == 1
     assert topics.wakeups() == []
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from taskqueue.errors import ConditionFailed, InvalidTaskInput, InvalidTransition, TaskNotFound
+from taskqueue.errors import ConditionFailed, InvalidPageToken, InvalidTaskInput, InvalidTransition, TaskNotFound
 from taskqueue.model import new_tasks, parse_create_request
 from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
@@ -346,7 +346,7 @@ def test_list_merges_shards_newest_first(dynamodb, topics, clock):
 def test_list_refuses_bad_input(store):
     with pytest.raises(InvalidTaskInput, match="unknown state 'DONE'"):
         store.list_tasks("work", "DONE")
-    with pytest.raises(InvalidTaskInput, match="page token is not valid"):
+    with pytest.raises(InvalidPageToken, match="page token is not valid"):
         store.list_tasks("work", "PENDING", page_token="garbage!")
     with pytest.raises(InvalidTaskInput, match="queue 'nope' is not configured"):
         store.list_tasks("nope")

@@ -11,7 +11,7 @@ from taskqueue.errors import TaskQueueError
 from taskqueue.model import new_tasks, parse_create_request
 from taskqueue.notify import PUBLISH_ATTEMPTS, Notifier
 from taskqueue.services import Services
-from tests.support import LambdaContextStub, load_event, load_function
+from tests.support import LambdaContextStub, emitted, load_event, load_function, metric_total, metric_totals
 
 app = load_function("trigger")
 
@@ -24,45 +24,6 @@ def run(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         return app.lambda_handler(event, LambdaContextStub(function_name="Trigger"))
     finally:
         app.services = original
-
-
-def emitted_metrics(capsys) -> dict[str, float]:
-    """Sum of every EMF metric printed to stdout (Powertools flushes metrics as JSON lines)."""
-    totals: dict[str, float] = {}
-    for line in capsys.readouterr().out.splitlines():
-        try:
-            blob = json.loads(line)
-        except ValueError:
-            continue
-        if "_aws" not in blob:
-            continue
-        for definition in blob["_aws"]["CloudWatchMetrics"]:
-            for metric in definition["Metrics"]:
-                value = blob[metric["Name"]]
-                totals[metric["Name"]] = totals.get(metric["Name"], 0) + (sum(value) if isinstance(value, list) else value)
-    return totals
-
-
-def emitted(output: str) -> list[tuple[str, dict[str, str], float]]:
-    """(metric, dimensions, value) of every EMF metric in ``output`` (Powertools prints EMF as JSON lines)."""
-    found = []
-    for line in output.splitlines():
-        try:
-            blob = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(blob, dict) or "_aws" not in blob:
-            continue
-        for definition in blob["_aws"]["CloudWatchMetrics"]:
-            dims = {d: blob[d] for group in definition["Dimensions"] for d in group}
-            for metric in definition["Metrics"]:
-                value = blob[metric["Name"]]
-                found.append((metric["Name"], dims, sum(value) if isinstance(value, list) else value))
-    return found
-
-
-def total(output: str, metric: str, **dims: str) -> float:
-    return sum(v for name, d, v in emitted(output) if name == metric and all(d.get(k) == x for k, x in dims.items()))
 
 
 def stream_record(name: str, index: int, sequence: str, **changes: Any) -> dict[str, Any]:
@@ -123,7 +84,7 @@ def test_stream_batch_wakes_each_queue_once(services, topics):
 def test_ttl_removal_of_a_pending_task_counts_as_shed_and_wakes_nobody(services, topics, capsys):
     capsys.readouterr()
     assert run(load_event("trigger-stream-ttl-remove.json"), services) == {"batchItemFailures": []}
-    assert emitted_metrics(capsys).get("TasksShed") == 1
+    assert metric_totals(capsys.readouterr().out).get("TasksShed") == 1
     assert topics.wakeups() == []
 
 
@@ -138,7 +99,7 @@ def test_a_malformed_record_is_logged_and_counted_and_does_not_block_the_shard(s
     out = capsys.readouterr().out
     assert result == {"batchItemFailures": []}
     assert sorted(topics.wakeups()) == ["calls", "work"]
-    assert [(n, d["queue"], v) for n, d, v in emitted(out) if n == "MalformedRecords"] == [("MalformedRecords", "unknown", 1)]
+    assert [(n, d["queue"], v) for n, d, v, *_ in emitted(out) if n == "MalformedRecords"] == [("MalformedRecords", "unknown", 1)]
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert len(errors) == 1, [r.getMessage() for r in errors]
     assert errors[0].event_id == bad["eventID"]
@@ -163,8 +124,8 @@ def test_records_that_can_never_succeed_are_counted_per_queue_not_retried(servic
     out = capsys.readouterr().out
     assert result == {"batchItemFailures": []}
     assert sorted(topics.wakeups()) == ["calls", "work"]
-    assert [(n, d["queue"], v) for n, d, v in emitted(out) if n == "MalformedRecords"] == [("MalformedRecords", queue, 1)]
-    assert total(out, "TasksShed") == 0
+    assert [(n, d["queue"], v) for n, d, v, *_ in emitted(out) if n == "MalformedRecords"] == [("MalformedRecords", queue, 1)]
+    assert metric_total(out, "TasksShed") == 0
 
 
 def test_after_a_failed_record_no_later_record_takes_effect_and_a_retried_shed_counts_once(services, topics, capsys):
@@ -180,7 +141,7 @@ def test_after_a_failed_record_no_later_record_takes_effect_and_a_retried_shed_c
     assert first == {"batchItemFailures": [{"itemIdentifier": s} for s in ("2", "3", "4")]}
     assert sns.refused == PUBLISH_ATTEMPTS  # the Notifier tried it again before giving the record up
     assert topics.wakeups() == ["work"]
-    shed_first = total(out, "TasksShed")
+    shed_first = metric_total(out, "TasksShed")
 
     # The event source mapping re-delivers from the first failed record; SNS is back.
     sns.down = False
@@ -188,9 +149,9 @@ def test_after_a_failed_record_no_later_record_takes_effect_and_a_retried_shed_c
     out = capsys.readouterr().out
     assert again == {"batchItemFailures": []}
     assert topics.wakeups() == ["calls"]
-    assert shed_first + total(out, "TasksShed") == 2
-    assert total(out, "TasksShed", queue="work") == 1 and total(out, "TasksShed", queue="calls") == 1
-    assert total(out, "MalformedRecords") == 0
+    assert shed_first + metric_total(out, "TasksShed") == 2
+    assert metric_total(out, "TasksShed", queue="work") == 1 and metric_total(out, "TasksShed", queue="calls") == 1
+    assert metric_total(out, "MalformedRecords") == 0
 
 
 def test_failed_publish_is_reported_as_batch_item_failure(services, topics):
@@ -273,11 +234,11 @@ def test_safety_net_sheds_expired_entries_hiding_live_work_and_counts_them_once(
     clock.advance(10)  # DynamoDB's TTL has not deleted the 30 expired calls: they sit at the FIFO head
     capsys.readouterr()
     assert run(load_event("trigger-safety-net.json"), services) == {"woken": ["calls"]}
-    shed = [(v, d) for name, d, v in emitted(capsys.readouterr().out) if name == "TasksShed"]
+    shed = [(v, d) for name, d, v, *_ in emitted(capsys.readouterr().out) if name == "TasksShed"]
     assert shed == [(30, {"service": "taskqueue", "queue": "calls"})]
     assert {services.store.get(t.task_id).status.value for t in expired} == {"SHED"}
     assert run(load_event("trigger-safety-net.json"), services) == {"woken": ["calls"]}
-    assert [n for n, _, _ in emitted(capsys.readouterr().out)].count("TasksShed") == 0  # counted once
+    assert [n for n, *_ in emitted(capsys.readouterr().out)].count("TasksShed") == 0  # counted once
 
 
 def test_unknown_event_is_refused_with_what_it_accepts(services):
@@ -315,9 +276,9 @@ def test_an_invocation_that_dies_after_its_batch_counts_no_shed_and_its_retry_co
     monkeypatch.setattr(app, "process_partial_response", dies_after_the_batch)
     with pytest.raises(TimeoutError):
         run({"Records": batch}, services)
-    assert total(capsys.readouterr().out, "TasksShed") == 0
+    assert metric_total(capsys.readouterr().out, "TasksShed") == 0
 
     monkeypatch.setattr(app, "process_partial_response", real)
     assert run({"Records": batch}, services) == {"batchItemFailures": []}
     out = capsys.readouterr().out
-    assert total(out, "TasksShed", queue="work") == 1 and total(out, "TasksShed", queue="calls") == 1
+    assert metric_total(out, "TasksShed", queue="work") == 1 and metric_total(out, "TasksShed", queue="calls") == 1

@@ -205,7 +205,6 @@ def test_throttled_reads_and_claims_slow_the_run_down_and_fail_nothing(dynamodb,
 
 def test_a_throttled_check_for_work_left_tail_calls_rather_than_strand_work(dynamodb, settings, clock):
     client = FaultyClient(dynamodb)
-    store = TaskStore(client, settings, clock)
 
     class ThrottledAtTheEnd(TaskStore):
         def has_claimable(self, queue, now_ms=None):

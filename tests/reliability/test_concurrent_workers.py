@@ -67,7 +67,7 @@ def check_exactly_once(ledger: Ledger, items: dict, task_ids: list[str], killed:
     assert set(completions) == set(task_ids) and set(completions.values()) == {1}, "a task recorded done twice, or never"
     done_attempt = {task_id: attempt for task_id, attempt, _ in ledger.completions}
     reruns = 0
-    for task_id, attempt, owner in ledger.runs:
+    for task_id, attempt, _owner in ledger.runs:
         item = items[task_id]
         assert int(item["attempts"]["N"]) == done_attempt[task_id], (task_id, item["attempts"], done_attempt[task_id])
         if attempt < done_attempt[task_id]:
@@ -99,8 +99,8 @@ def test_eight_workers_with_index_lag_run_every_task_exactly_once(server):
         "stale_entries_skipped": result.total("skipped"), "requests": server.requests - requests_before,
         "lagged_index_reads": lag["lagged_reads"], **counts,
         "executed_twice_for_one_attempt": 0, "lost": 0,
-        "rerun": "RELIABILITY_TASKS=%d .venv/bin/python -m pytest -q tests/reliability/test_concurrent_workers.py"
-                 "::test_eight_workers_with_index_lag_run_every_task_exactly_once" % TASKS,
+        "rerun": f"RELIABILITY_TASKS={TASKS} .venv/bin/python -m pytest -q tests/reliability/test_concurrent_workers.py"
+                 "::test_eight_workers_with_index_lag_run_every_task_exactly_once",
     })
 
 
@@ -129,6 +129,6 @@ def test_a_tenth_of_the_workers_killed_between_claim_and_finish_loses_nothing(se
         "claimed": result.total("claimed"), "claims_lost": result.total("lost"),
         "requests": server.requests - requests_before, **counts,
         "executed_twice_for_one_attempt": 0, "lost": 0, "completed_more_than_once": 0,
-        "rerun": "RELIABILITY_TASKS=%d .venv/bin/python -m pytest -q tests/reliability/test_concurrent_workers.py"
-                 "::test_a_tenth_of_the_workers_killed_between_claim_and_finish_loses_nothing" % TASKS,
+        "rerun": f"RELIABILITY_TASKS={TASKS} .venv/bin/python -m pytest -q tests/reliability/test_concurrent_workers.py"
+                 "::test_a_tenth_of_the_workers_killed_between_claim_and_finish_loses_nothing",
     })

@@ -67,7 +67,9 @@ def test_an_oversized_result_ends_failure_naming_the_limit_on_the_engine_with_th
         assert engine.wait_for(lambda: engine.observer.outcome_of(fits_id) in finished
                                and engine.observer.outcome_of(too_big_id) in finished, timeout=60), (
             engine.observer.outcome_of(fits_id), engine.observer.outcome_of(too_big_id))
-        get = lambda task_id: engine.ddb.get_item(TableName=table, Key={"taskId": {"S": task_id}}, ConsistentRead=True)["Item"]
+        def get(task_id: str) -> dict:
+            return engine.ddb.get_item(TableName=table, Key={"taskId": {"S": task_id}}, ConsistentRead=True)["Item"]
+
         failed, succeeded = get(too_big_id), get(fits_id)
         assert failed["taskStatus"]["S"] == "FAILURE" and "result" not in failed
         last_error = failed["lastError"]["S"]

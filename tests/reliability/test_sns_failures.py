@@ -1,7 +1,7 @@
 """20 % of SNS publishes failing, on the local engine: no task is stranded, and a backlog drains within one
 safety-net period plus one budget of the time it takes with SNS healthy.
 
-The real functions run wired as template.yaml wires them (stream -> Trigger -> ProcessTasksTopic ->
+The real functions run wired as template.yaml wires them (stream -> Trigger -> WorkerWakeUpTopic ->
 ProcessTasks -> tail call on TriggerTopic -> Trigger -> ...). The emulator refuses a fifth of the Publish calls
 with KMSThrottling, an error botocore does not retry: each refusal reaches the code. A refused wake-up is tried
 again by the Notifier (bounded jittered backoff); one still refused fails its Trigger invocation, which Lambda

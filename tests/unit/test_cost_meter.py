@@ -28,7 +28,6 @@ from bench.cost_meter import (
     write_units,
 )
 
-
 # ---- sizes and units (pure) -------------------------------------------------------------------------
 
 

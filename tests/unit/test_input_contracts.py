@@ -33,12 +33,24 @@ def test_the_readme_and_the_operations_guide_link_the_schema():
     assert f"](../{schema.SCHEMA_PATH})" in operations
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "events").glob("create_tasks-*.json")))
+EXAMPLES = sorted(p.name for p in (ROOT / "events").glob("create_tasks-*.json"))
+BAD_EXAMPLES = [name for name in EXAMPLES if "bad-input" in name]  # the documented example of a refused event
+
+
+@pytest.mark.parametrize("name", [name for name in EXAMPLES if name not in BAD_EXAMPLES])
 def test_every_create_tasks_event_file_fits_the_published_schema(name):
     # An independent validator (jsonschema), so the schema file itself is checked, not only fastjsonschema's reading.
     event = json.loads((ROOT / "events" / name).read_text())
     jsonschema.Draft7Validator(schema.CREATE_TASKS_SCHEMA).validate(event)
     schema.check_create_tasks_input(event)
+
+
+@pytest.mark.parametrize("name", BAD_EXAMPLES)
+def test_the_bad_input_example_is_refused_by_both_validators(name):
+    event = json.loads((ROOT / "events" / name).read_text())
+    assert list(jsonschema.Draft7Validator(schema.CREATE_TASKS_SCHEMA).iter_errors(event))
+    with pytest.raises(InvalidTaskInput):
+        schema.check_create_tasks_input(event)
 
 
 def test_the_template_schedule_input_fits_the_published_schema():

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.errors import ConfigError, InvalidTaskInput
+from taskqueue.errors import ConfigError, InvalidAgentInput, InvalidTaskInput
 from taskqueue.keys import Order
 from taskqueue.matching import (
     ANY,
@@ -66,7 +66,7 @@ def test_caller_preferences_name_one_queue_and_no_preference_is_a_wildcard():
     ],
 )
 def test_bad_preferences_are_refused_with_the_reason(preferences, message):
-    with pytest.raises(InvalidTaskInput, match=message):
+    with pytest.raises(InvalidAgentInput, match=message):
         preferences_key(preferences, ATTRS)
 
 
@@ -109,7 +109,7 @@ def test_values_are_normalized_and_deduplicated():
     ],
 )
 def test_bad_profiles_are_refused(body, message):
-    with pytest.raises(InvalidTaskInput, match=message):
+    with pytest.raises(InvalidAgentInput, match=message):
         parse_profile(body, ATTRS)
 
 

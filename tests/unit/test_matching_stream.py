@@ -2,7 +2,7 @@
 
 import pytest
 
-from taskqueue.errors import InvalidTaskInput
+from taskqueue.errors import InvalidEvent
 from taskqueue.stream import ChangeKind, classify
 
 ENTRY = {"pk": "Q#gender=f#language=fr", "sk": "001795348800001#a1", "entity": "entry", "queue": "calls", "agentId": "a1"}
@@ -14,7 +14,7 @@ def test_inserted_agent_entry_wakes_the_calls_queue():
 
 
 def test_agent_entry_without_its_queue_is_malformed():
-    with pytest.raises(InvalidTaskInput, match="agent queue entry"):
+    with pytest.raises(InvalidEvent, match="agent queue entry"):
         classify("INSERT", None, {**ENTRY, "queue": None}, None)
 
 

@@ -20,7 +20,7 @@ from taskqueue.notify import (
 from taskqueue.settings import Settings
 
 SETTINGS = Settings(queue_table_name="t", trigger_topic_arn="arn:aws:sns:us-east-1:1:trigger",
-                    process_tasks_topic_arn="arn:aws:sns:us-east-1:1:process")
+                    worker_wake_up_topic_arn="arn:aws:sns:us-east-1:1:process")
 
 
 class Sns:
@@ -60,7 +60,7 @@ def test_a_publish_refused_every_time_raises_after_the_last_attempt():
     sns = Sns(failures=100)
     n, sleeps = notifier(sns)
     with pytest.raises(PublishError, match=rf"queue 'work' on arn:aws:sns:us-east-1:1:trigger \({PUBLISH_ATTEMPTS} attempts\).*KMSThrottling"):
-        n.tail_call("work")
+        n.wake("work")
     assert len(sns.calls) == PUBLISH_ATTEMPTS and len(sleeps) == PUBLISH_ATTEMPTS - 1
     assert n.failures == 1 and n.published == 0
     assert sum(sleeps) <= sum(min(PUBLISH_BACKOFF_MAX_SECONDS, PUBLISH_BACKOFF_SECONDS * 2**i) for i in range(PUBLISH_ATTEMPTS - 1))

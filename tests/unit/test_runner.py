@@ -5,7 +5,8 @@ import pytest
 
 from taskqueue.errors import ConfigError, RunnerBusy
 from taskqueue.model import Task
-from taskqueue.runner import FakeLegacySystem, LegacySystemError, load_runner
+from taskqueue.runner import FakeLegacySystem, LegacySystemError, build_runner, load_runner
+from taskqueue.settings import Settings
 from taskqueue.states import TaskStatus
 from tests.support import FakeClock
 
@@ -60,3 +61,18 @@ def test_load_runner_imports_module_callable():
 def test_load_runner_errors_name_the_setting(spec, message):
     with pytest.raises(ConfigError, match=f"TASK_RUNNER='{spec}'.*{message}"):
         load_runner(spec)
+
+
+def test_the_default_runner_is_built_from_the_settings_handed_in():
+    settings = Settings(queue_table_name="t", runner_capacity=7, fake_runner_duration_seconds=2, fake_runner_failure_rate=0.25)
+    runner = build_runner(settings)
+    assert isinstance(runner, FakeLegacySystem)
+    assert (runner.capacity, runner.duration_seconds, runner.failure_rate) == (7, 2, 0.25)
+
+
+def plain_runner(task: Task) -> dict:
+    return {"ran": task.task_id}
+
+
+def test_a_runner_that_is_no_factory_is_used_as_it_is():
+    assert build_runner(Settings(queue_table_name="t", task_runner=f"{__name__}:plain_runner")) is plain_runner

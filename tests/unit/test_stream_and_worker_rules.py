@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.errors import InvalidTaskInput
+from taskqueue.errors import InvalidEvent
 from taskqueue.store import is_claimable
 from taskqueue.stream import ChangeKind, classify
 from taskqueue.worker import backoff_ms, claim_window_seconds
@@ -33,7 +33,7 @@ def test_a_user_delete_is_not_shedding():
 
 @pytest.mark.parametrize("new", [None, {}, {"taskId": "x"}, {"queue": "work", "taskStatus": "PENDING"}])
 def test_malformed_insert_is_an_error_naming_what_is_missing(new):
-    with pytest.raises(InvalidTaskInput, match="INSERT record"):
+    with pytest.raises(InvalidEvent, match="INSERT record"):
         classify("INSERT", None, new, None)
 
 
@@ -49,7 +49,7 @@ def test_malformed_insert_is_an_error_naming_what_is_missing(new):
 )
 def test_a_task_image_with_an_empty_queue_or_no_state_is_malformed(event_name, identity, new, old, reason):
     """Such a record can never succeed: it is refused as malformed, never mistaken for 'nothing to do'."""
-    with pytest.raises(InvalidTaskInput, match=reason):
+    with pytest.raises(InvalidEvent, match=reason):
         classify(event_name, identity, new, old)
 
 

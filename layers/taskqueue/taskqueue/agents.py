@@ -1,4 +1,5 @@
-"""The agent store: agent profiles, their queue entries, and the match transaction (DynamoDB, beside store.py).
+"""The agent table's one adapter: agent profiles, their queue entries, and the match transaction (the queue
+table's is ``taskqueue.store``).
 
 Items of the agent table (composite key ``pk``/``sk``; see docs/matcher.md):
 
@@ -21,14 +22,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from taskqueue import matching
+from taskqueue import dynamo, matching
 from taskqueue.clock import Clock, SystemClock
+from taskqueue.dynamo import count_all, make_client
 from taskqueue.errors import TaskQueueError
 from taskqueue.keys import Order
 from taskqueue.matching import AgentProfile, MatchSettings
 from taskqueue.model import Task
-from taskqueue import dynamo
-from taskqueue.dynamo import count_all, make_client
 from taskqueue.store import TaskStore
 
 ENTITY_AGENT = "agent"
@@ -161,33 +161,24 @@ class AgentStore:
         }
         return count_all(self._call, "query", request)
 
-    def call_payloads(self, queue_table: str, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The payloads of calls (immutable once created), 100 per BatchGetItem, so a pass over waiting calls
-        reads their preferences in a few requests instead of one GetItem each. Missing ids are left out."""
-        found: dict[str, dict[str, Any]] = {}
-        ids = list(dict.fromkeys(task_ids))
-        for start in range(0, len(ids), 100):
-            pending: dict[str, Any] = {
-                queue_table: {
-                    "Keys": [{"taskId": {"S": t}} for t in ids[start : start + 100]],
-                    "ProjectionExpression": "taskId, payload",
-                }
-            }
-            for round_number in range(8):
-                response = self._call("batch_get_item", RequestItems=pending)
-                for item in response.get("Responses", {}).get(queue_table, []):
-                    text = item.get("payload", {}).get("S")
-                    try:
-                        found[item["taskId"]["S"]] = json.loads(text) if text else {}
-                    except ValueError:
-                        found[item["taskId"]["S"]] = {"invalid": text[:100] if text else None}
-                pending = response.get("UnprocessedKeys") or {}
-                if not pending:
-                    break
-                self._clock.sleep(0.05 * 2**round_number)
-            else:
-                raise AgentStoreError(f"BatchGetItem on {queue_table!r} kept returning unprocessed keys; retry later")
-        return found
+    def queued_agents(self) -> list[Agent]:
+        """Every agent waiting for a call, for operators (``taskq agents``): a filtered Scan of the profile items
+        (one per agent, not per queue entry); each agent's ``entries`` name the queues it waits in."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "sk = :profile AND agentStatus = :queued",
+            "ExpressionAttributeValues": {
+                ":profile": {"S": matching.PROFILE_SORT},
+                ":queued": {"S": AgentStatus.QUEUED.value},
+            },
+        }
+        found: list[Agent] = []
+        while True:
+            response = self._call("scan", **request)
+            found += [agent_from_item(item) for item in response.get("Items", [])]
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     # ---- agent events -----------------------------------------------------------------------
 

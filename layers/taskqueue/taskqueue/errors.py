@@ -11,8 +11,26 @@ class ConfigError(TaskQueueError):
     """An environment variable is missing or has a bad value."""
 
 
-class InvalidTaskInput(TaskQueueError):
-    """A request to create or change tasks is malformed; nothing was written."""
+class InvalidInput(TaskQueueError):
+    """Input refused as it is, before anything was written. Each subclass names where the input came from;
+    catch this one to refuse input of any kind."""
+
+
+class InvalidTaskInput(InvalidInput):
+    """A request to create or change tasks (or a queue name, a priority, a state in one) is malformed."""
+
+
+class InvalidEvent(InvalidInput):
+    """A Lambda event a function does not take: a wake-up (SNS or direct) that names no configured queue in
+    the expected shape, a stream record that cannot be read, an event of another source."""
+
+
+class InvalidAgentInput(InvalidInput):
+    """An agent event, an agent profile or a call's matching preferences that matching cannot use."""
+
+
+class InvalidPageToken(InvalidInput):
+    """A page token that is not the next-page token of the same listing."""
 
 
 class InvalidTransition(TaskQueueError):

@@ -65,21 +65,32 @@ def delayed_key(queue: str, shard: int) -> str:
     return f"{queue}#{shard}#delayed"
 
 
+def encode_time(epoch_ms: int, what: str = "time") -> str:
+    """Epoch milliseconds as 15 fixed-width digits, so that string order is time order (every sort key that
+    carries a time uses this); ``what`` names the time in the error."""
+    if not 0 <= epoch_ms < _TIME_SPAN:
+        raise InvalidTaskInput(f"{what} {epoch_ms} ms is outside the encodable range")
+    return f"{epoch_ms:0{_TIME_WIDTH}d}"
+
+
+def decode_time(text: str) -> int:
+    """Inverse of encode_time."""
+    return int(text)
+
+
 def delayed_sort(not_before_ms: int, ready_sort_key: str) -> str:
-    if not 0 <= not_before_ms < _TIME_SPAN:
-        raise InvalidTaskInput(f"not-before time {not_before_ms} ms is outside the encodable range")
-    return f"{not_before_ms:0{_TIME_WIDTH}d}#{ready_sort_key}"
+    return f"{encode_time(not_before_ms, 'not-before time')}#{ready_sort_key}"
 
 
 def delayed_until(not_before_ms: int) -> str:
     """The greatest delayed sort key of a task due at ``not_before_ms`` (for "due by then" range queries)."""
-    return f"{not_before_ms:0{_TIME_WIDTH}d}#~"
+    return f"{encode_time(not_before_ms, 'not-before time')}#~"
 
 
 def parse_delayed_sort(sort_key: str) -> tuple[int, str]:
     """Inverse of delayed_sort: (not-before ms, ready sort key)."""
     due, ready = sort_key.split("#", 1)
-    return int(due), ready
+    return decode_time(due), ready
 
 
 def status_key(queue: str, status: str, shard: int) -> str:
@@ -88,16 +99,15 @@ def status_key(queue: str, status: str, shard: int) -> str:
 
 def ready_sort(priority: int, order_time_ms: int, task_id: str, order: Order) -> str:
     validate_priority(priority)
-    if not 0 <= order_time_ms < _TIME_SPAN:
-        raise InvalidTaskInput(f"order time {order_time_ms} ms is outside the encodable range")
+    encode_time(order_time_ms, "order time")  # refuses a time outside the range, whichever the order
     # A descending query serves the largest key first: LIFO wants the newest, FIFO the oldest.
     age_component = order_time_ms if order is Order.LIFO else _TIME_SPAN - 1 - order_time_ms
-    return f"{priority:0{_PRIORITY_WIDTH}d}#{age_component:0{_TIME_WIDTH}d}#{task_id}"
+    return f"{priority:0{_PRIORITY_WIDTH}d}#{encode_time(age_component)}#{task_id}"
 
 
 def parse_ready_sort(sort_key: str, order: Order) -> tuple[int, int, str]:
     """Inverse of ready_sort: (priority, order time ms, task id)."""
     priority, age_component, task_id = sort_key.split("#", 2)
-    age = int(age_component)
+    age = decode_time(age_component)
     order_time = age if order is Order.LIFO else _TIME_SPAN - 1 - age
     return int(priority), order_time, task_id

@@ -9,7 +9,7 @@ strongly consistent query of that combination's partition finds the agent who ha
         Q#gender=f#language=*   Q#gender=f#language=en   Q#gender=f#language=fr
     caller {"language": "fr"}   ->  Q#gender=*#language=fr
 
-Every entry of one availability has the same sort key "<available since, epoch ms, 15 digits>#<agentId>":
+Every entry of one availability has the same sort key "<available since, ``keys.encode_time``>#<agentId>":
 ascending order is the time the agent became available (FIFO), the agent id breaks ties.
 Nothing here does I/O; ``agents.py`` writes what these functions compute.
 """
@@ -23,8 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from taskqueue.errors import ConfigError, InvalidTaskInput
-from taskqueue.keys import Order
+from taskqueue.errors import InvalidAgentInput
+from taskqueue.keys import Order, decode_time, encode_time
+from taskqueue.settings import read_int, read_required, read_variable
 
 ANY = "*"
 ENTRY_PREFIX = "Q#"
@@ -36,8 +37,12 @@ MAX_TRANSACT_ITEMS = 100
 MATCH_FIXED_ITEMS = 2
 MAX_ENTRIES_PER_AGENT = MAX_TRANSACT_ITEMS - MATCH_FIXED_ITEMS
 DEFAULT_ATTRIBUTES = ("language", "gender")
-_TIME_WIDTH = 15
-_TIME_SPAN = 10**_TIME_WIDTH
+# The values each numeric MATCH_* variable may take, both ends included (read by settings.read_int).
+MATCH_BOUNDS: dict[str, tuple[float, float]] = {
+    "MATCH_RETRIES": (0, 20),
+    "MATCH_RETRY_BASE_MS": (0, 10_000),
+    "MATCH_CALLS_PER_PASS": (1, 100_000),
+}
 _VALUE = re.compile(r"^[a-z0-9][a-z0-9_.+-]{0,63}$")
 _ATTRIBUTE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _AGENT_ID_MAX = 128
@@ -45,7 +50,7 @@ _NO_PREFERENCE = {None, "", ANY, "any"}
 _PROFILE_FIELDS = ("agentId", "name", "attributes")
 
 
-class ProfileTooLarge(InvalidTaskInput):
+class ProfileTooLarge(InvalidAgentInput):
     """An agent profile whose transaction would pass DynamoDB's 100-item TransactWriteItems limit."""
 
 
@@ -67,39 +72,29 @@ class MatchSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> MatchSettings:
         env = os.environ if env is None else env
-        table = env.get("AGENT_TABLE_NAME", "").strip()
-        if not table:
-            raise ConfigError("AGENT_TABLE_NAME is not set: it must name the DynamoDB agent table")
-
-        def read(name: str, default: str, low: int, high: int) -> int:
-            raw = env.get(name, "").strip() or default
-            try:
-                value = int(raw)
-            except ValueError:
-                value = low - 1
-            if not low <= value <= high:
-                raise ConfigError(f"{name}={raw!r} is not valid: must be a whole number from {low} to {high}")
-            return value
-
-        raw_order = env.get("AGENT_ORDER", "").strip().upper() or "FIFO"
-        try:
-            order = Order(raw_order)
-        except ValueError:
-            raise ConfigError(f"AGENT_ORDER={raw_order!r} is not valid: use FIFO (longest-waiting agent) or LIFO") from None
-        raw_attributes = env.get("MATCH_ATTRIBUTES", "").strip() or ",".join(DEFAULT_ATTRIBUTES)
-        try:
-            attributes = validate_attributes(a.strip() for a in raw_attributes.split(","))
-        except InvalidTaskInput as exc:
-            raise ConfigError(f"MATCH_ATTRIBUTES={raw_attributes!r} is not valid: {exc}") from None
         return cls(
-            agent_table_name=table,
-            attributes=attributes,
-            agent_order=order,
-            queue=env.get("MATCH_QUEUE", "").strip() or "calls",
-            max_match_retries=read("MATCH_RETRIES", "4", 0, 20),
-            retry_base_ms=read("MATCH_RETRY_BASE_MS", "20", 0, 10_000),
-            calls_per_pass=read("MATCH_CALLS_PER_PASS", "1000", 1, 100_000),
+            agent_table_name=read_required(env, "AGENT_TABLE_NAME", "the DynamoDB agent table"),
+            attributes=read_variable(env, "MATCH_ATTRIBUTES", ",".join(DEFAULT_ATTRIBUTES), _parse_attributes),
+            agent_order=read_variable(env, "AGENT_ORDER", "FIFO", _parse_agent_order),
+            queue=read_variable(env, "MATCH_QUEUE", "calls", str),
+            max_match_retries=read_int(env, "MATCH_RETRIES", "4", MATCH_BOUNDS),
+            retry_base_ms=read_int(env, "MATCH_RETRY_BASE_MS", "20", MATCH_BOUNDS),
+            calls_per_pass=read_int(env, "MATCH_CALLS_PER_PASS", "1000", MATCH_BOUNDS),
         )
+
+
+def _parse_agent_order(raw: str) -> Order:
+    try:
+        return Order(raw.upper())
+    except ValueError:
+        raise ValueError("use FIFO (longest-waiting agent) or LIFO") from None
+
+
+def _parse_attributes(raw: str) -> tuple[str, ...]:
+    try:
+        return validate_attributes(a.strip() for a in raw.split(","))
+    except InvalidAgentInput as exc:
+        raise ValueError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -114,12 +109,12 @@ class AgentProfile:
 def validate_attributes(names: Iterable[str]) -> tuple[str, ...]:
     result = tuple(names)
     if not result:
-        raise InvalidTaskInput("at least one matching attribute is needed")
+        raise InvalidAgentInput("at least one matching attribute is needed")
     for name in result:
         if not isinstance(name, str) or not _ATTRIBUTE.match(name):
-            raise InvalidTaskInput(f"attribute name {name!r} is not valid: use a-z, 0-9 and '_', starting with a letter")
+            raise InvalidAgentInput(f"attribute name {name!r} is not valid: use a-z, 0-9 and '_', starting with a letter")
     if len(set(result)) != len(result):
-        raise InvalidTaskInput(f"attribute names repeat: {list(result)}")
+        raise InvalidAgentInput(f"attribute names repeat: {list(result)}")
     return tuple(sorted(result))
 
 
@@ -127,7 +122,7 @@ def normalize_value(value: object, attribute: str) -> str:
     """Attribute values compare case-insensitively: ' FR ' and 'fr' are the same language."""
     text = value.strip().casefold() if isinstance(value, str) else None
     if text is None or not _VALUE.match(text):
-        raise InvalidTaskInput(
+        raise InvalidAgentInput(
             f"value {value!r} of attribute {attribute!r} is not valid: use 1-64 letters, digits, '_', '.', '+' or '-'"
         )
     return text
@@ -140,7 +135,7 @@ def validate_agent_id(agent_id: object) -> str:
         or "#" in agent_id
         or not agent_id.isprintable()
     ):
-        raise InvalidTaskInput(f"agentId must be 1-{_AGENT_ID_MAX} printable characters without '#', got {agent_id!r}")
+        raise InvalidAgentInput(f"agentId must be 1-{_AGENT_ID_MAX} printable characters without '#', got {agent_id!r}")
     return agent_id
 
 
@@ -151,26 +146,26 @@ def parse_profile(body: Mapping[str, Any], attributes: Sequence[str]) -> AgentPr
     preference for it); an attribute outside ``attributes`` (MATCH_ATTRIBUTES) is refused.
     """
     if not isinstance(body, Mapping):
-        raise InvalidTaskInput(f"an agent must be a JSON object, got {type(body).__name__}")
+        raise InvalidAgentInput(f"an agent must be a JSON object, got {type(body).__name__}")
     unknown = sorted(str(k) for k in body if k not in _PROFILE_FIELDS)
     if unknown:
-        raise InvalidTaskInput(f"unknown agent field(s) {unknown}; an agent has {list(_PROFILE_FIELDS)}")
+        raise InvalidAgentInput(f"unknown agent field(s) {unknown}; an agent has {list(_PROFILE_FIELDS)}")
     agent_id = validate_agent_id(body.get("agentId"))
     name = body.get("name", agent_id)
     if not isinstance(name, str) or not 0 < len(name) <= 200:
-        raise InvalidTaskInput(f"agent name must be a string of 1-200 characters, got {name!r}")
+        raise InvalidAgentInput(f"agent name must be a string of 1-200 characters, got {name!r}")
     given = body.get("attributes", {})
     if not isinstance(given, Mapping):
-        raise InvalidTaskInput(f"agent attributes must be an object of attribute -> list of values, got {given!r:.100}")
+        raise InvalidAgentInput(f"agent attributes must be an object of attribute -> list of values, got {given!r:.100}")
     unknown = sorted(set(given) - set(attributes))
     if unknown:
-        raise InvalidTaskInput(f"unknown agent attribute(s) {unknown}; matching attributes are {sorted(attributes)}")
+        raise InvalidAgentInput(f"unknown agent attribute(s) {unknown}; matching attributes are {sorted(attributes)}")
     values: dict[str, tuple[str, ...]] = {}
     for attribute in sorted(attributes):
         raw = given.get(attribute, [])
         raw_list = [raw] if isinstance(raw, str) else raw
         if not isinstance(raw_list, (list, tuple)):
-            raise InvalidTaskInput(f"attribute {attribute!r} must be a list of values, got {raw!r:.100}")
+            raise InvalidAgentInput(f"attribute {attribute!r} must be a list of values, got {raw!r:.100}")
         # normalize_value refuses "*": it is reserved for "no preference".
         normalized = sorted({normalize_value(v, attribute) for v in raw_list})
         values[attribute] = tuple(normalized)
@@ -219,10 +214,10 @@ def preferences_key(preferences: Mapping[str, Any] | None, attributes: Sequence[
     """The one agent queue a caller's preferences name; a missing, empty, 'any' or '*' value is no preference."""
     preferences = preferences or {}
     if not isinstance(preferences, Mapping):
-        raise InvalidTaskInput(f"preferences must be an object of attribute -> value, got {preferences!r:.100}")
+        raise InvalidAgentInput(f"preferences must be an object of attribute -> value, got {preferences!r:.100}")
     unknown = sorted(set(preferences) - set(attributes))
     if unknown:
-        raise InvalidTaskInput(f"unknown preference(s) {unknown}; matching attributes are {sorted(attributes)}")
+        raise InvalidAgentInput(f"unknown preference(s) {unknown}; matching attributes are {sorted(attributes)}")
     combination: dict[str, str] = {}
     for attribute in attributes:
         value = preferences.get(attribute)
@@ -236,21 +231,19 @@ def preferences_key(preferences: Mapping[str, Any] | None, attributes: Sequence[
 def call_queue_key(payload: Mapping[str, Any], attributes: Sequence[str]) -> str:
     """The agent queue a call task's payload ({"caller": ..., "preferences": {...}}) asks for."""
     if not isinstance(payload, Mapping):
-        raise InvalidTaskInput("a call's payload must be an object")
+        raise InvalidAgentInput("a call's payload must be an object")
     return preferences_key(payload.get("preferences"), attributes)
 
 
 def entry_sort(available_ms: int, agent_id: str) -> str:
     """Sort key of an agent's entries: ascending = longest waiting first; the agent id breaks ties."""
-    if not 0 <= available_ms < _TIME_SPAN:
-        raise InvalidTaskInput(f"time {available_ms} ms is outside the encodable range")
-    return f"{available_ms:0{_TIME_WIDTH}d}#{validate_agent_id(agent_id)}"
+    return f"{encode_time(available_ms)}#{validate_agent_id(agent_id)}"
 
 
 def parse_entry_sort(sort_key: str) -> tuple[int, str]:
     """Inverse of entry_sort: (available since, epoch ms; agent id)."""
     time_part, _, agent_id = sort_key.partition("#")
-    return int(time_part), agent_id
+    return decode_time(time_part), agent_id
 
 
 def agent_key(agent_id: str) -> dict[str, dict[str, str]]:

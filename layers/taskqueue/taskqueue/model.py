@@ -49,6 +49,9 @@ class Task:
     last_error: str | None = None
     result: dict[str, Any] | None = None
     delete_at: int | None = None
+    # The request that created the task (CreateTasks' Lambda request id), carried on its wake-ups as the
+    # correlation id so the task can be followed across functions; None for tasks created without one.
+    request_id: str | None = None
 
     def with_changes(self, **changes: Any) -> Task:
         return replace(self, **changes)
@@ -76,6 +79,7 @@ def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
         "leaseExpires": ("N", task.lease_expires_ms),
         "notBefore": ("N", task.not_before_ms),
         "lastError": ("S", task.last_error),
+        "requestId": ("S", task.request_id),
     }
     for name, (kind, value) in optional.items():
         if value is not None:
@@ -151,6 +155,7 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
             last_error=s("lastError"),
             result=json.loads(result_text) if result_text else None,
             delete_at=_delete_at(n("deleteAt"), int(item["ttl"]["N"])),
+            request_id=s("requestId"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidTaskInput(f"item is not a task ({type(exc).__name__}: {exc}): {dict(item)!r:.300}") from None
@@ -258,6 +263,7 @@ def new_tasks(request: CreateRequest, now_ms: int, settings: Settings, request_i
             shard=keys.shard_for(task_id, settings.queue_shards),
             payload=request.payload,
             not_before_ms=not_before,
+            request_id=request_id,
         )
         for task_id in ids
     ]

@@ -1,4 +1,4 @@
-"""Wake-ups and tail calls over SNS. The message attribute ``queue`` is what subscriptions filter on."""
+"""Wake-ups over SNS (Trigger -> a worker directly; anyone else -> Trigger). The message attribute ``queue`` is what subscriptions filter on."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from taskqueue.errors import ConfigError, InvalidTaskInput, TaskQueueError
+from taskqueue.correlation import Correlation
+from taskqueue.describe import described, shown
+from taskqueue.errors import ConfigError, InvalidEvent, TaskQueueError
 from taskqueue.keys import validate_queue_name
 from taskqueue.settings import Settings
 
@@ -73,15 +75,21 @@ class Notifier:
     def from_settings(cls, settings: Settings) -> Notifier:
         return cls(boto3.client("sns"), settings)
 
-    def wake_worker(self, queue: str, reason: str) -> str:
-        """Ask the worker subscribed to ``queue`` to run (Trigger -> ProcessTasksTopic)."""
-        return self._publish(self._settings.process_tasks_topic_arn, "PROCESS_TASKS_TOPIC_ARN", queue, reason)
+    def wake_worker(self, queue: str, reason: str, correlation: Correlation | None = None) -> str:
+        """Ask the worker subscribed to ``queue`` to run (Trigger -> WorkerWakeUpTopic)."""
+        return self._publish(
+            self._settings.worker_wake_up_topic_arn, "WORKER_WAKE_UP_TOPIC_ARN", queue, reason, correlation
+        )
 
-    def tail_call(self, queue: str, reason: str = "tail-call") -> str:
-        """Ask Trigger to wake ``queue`` again (worker -> TriggerTopic): claimable work remained at the budget."""
-        return self._publish(self._settings.trigger_topic_arn, "TRIGGER_TOPIC_ARN", queue, reason)
+    def wake(self, queue: str, reason: str = "tail-call", correlation: Correlation | None = None) -> str:
+        """Ask Trigger to wake ``queue`` (-> TriggerTopic): a worker's tail call when claimable work remained at its
+        budget, or the CLI's wake-up after a redrive. Trigger relays it to the queue's worker."""
+        return self._publish(self._settings.trigger_topic_arn, "TRIGGER_TOPIC_ARN", queue, reason, correlation)
 
-    def _publish(self, topic_arn: str | None, variable: str, queue: str, reason: str) -> str:
+    def _publish(
+        self, topic_arn: str | None, variable: str, queue: str, reason: str, correlation: Correlation | None
+    ) -> str:
+        """``queue`` is the attribute subscriptions filter on; the correlation ids ride along (taskqueue.correlation)."""
         if not topic_arn:
             raise ConfigError(f"{variable} is not set: it must be the ARN of the topic to publish on")
         self._settings.order_of(queue)
@@ -90,7 +98,10 @@ class Notifier:
                 response = self._sns.publish(
                     TopicArn=topic_arn,
                     Message=json.dumps({"queue": queue, "reason": reason}),
-                    MessageAttributes={"queue": {"DataType": "String", "StringValue": queue}},
+                    MessageAttributes={
+                        "queue": {"DataType": "String", "StringValue": queue},
+                        **(correlation.message_attributes() if correlation else {}),
+                    },
                 )
             except (ClientError, BotoCoreError) as exc:
                 if attempt == self._attempts or not publish_retryable(exc):
@@ -118,10 +129,10 @@ _DIRECT = '{"queue": "<name>"}'
 
 def queue_of_wakeup(event: object) -> str:
     """The queue a worker's wake-up is for: an SNS notification's ``queue`` attribute (or JSON body), or a direct
-    invoke's ``{"queue": "<name>"}``. Anything else raises InvalidTaskInput naming what was wrong."""
+    invoke's ``{"queue": "<name>"}``. Anything else raises InvalidEvent naming what was wrong."""
     queues = wakeup_queues(event)
     if len(queues) > 1:
-        raise InvalidTaskInput(f"a worker's wake-up names one queue; this one names {len(queues)}: {queues}")
+        raise InvalidEvent(f"a worker's wake-up names one queue; this one names {len(queues)}: {queues}")
     return queues[0]
 
 
@@ -129,11 +140,11 @@ def wakeup_queues(event: object) -> list[str]:
     """The queues an event asks to wake, in order, each once: every record of an SNS notification checked, or a
     direct invoke ``{"queue": "<name>"}``. Checked whole before anything acts on it."""
     if not isinstance(event, Mapping):
-        raise InvalidTaskInput(f"a wake-up must be a JSON object, an SNS notification or {_DIRECT}; got {_kind(event)}")
+        raise InvalidEvent(f"a wake-up must be a JSON object, an SNS notification or {_DIRECT}; got {described(event)}")
     if "Records" in event:
         records = event["Records"]
         if not isinstance(records, list) or not records:
-            raise InvalidTaskInput(f"a wake-up's Records must be a non-empty list of SNS records, got {_show(records)}")
+            raise InvalidEvent(f"a wake-up's Records must be a non-empty list of SNS records, got {shown(records)}")
         queues: list[str] = []
         for index, record in enumerate(records):
             queue = _queue_of_sns_record(record, index)
@@ -141,37 +152,37 @@ def wakeup_queues(event: object) -> list[str]:
                 queues.append(queue)
         return queues
     if "queue" not in event:
-        raise InvalidTaskInput(
+        raise InvalidEvent(
             f"a wake-up must be an SNS notification or {_DIRECT}; got keys {sorted(map(str, event))[:10]}"
         )
     unknown = sorted(str(k) for k in event if k not in _WAKEUP_FIELDS)
     if unknown:
-        raise InvalidTaskInput(f"unknown field(s) {unknown} in a wake-up: a direct wake-up is {_DIRECT} (\"reason\" optional)")
+        raise InvalidEvent(f"unknown field(s) {unknown} in a wake-up: a direct wake-up is {_DIRECT} (\"reason\" optional)")
     return [_queue_name(event["queue"], "queue")]
 
 
 def _queue_of_sns_record(record: object, index: int) -> str:
     where = f"Records[{index}]"
     if not isinstance(record, Mapping):
-        raise InvalidTaskInput(f"{where} must be an SNS record (a JSON object), got {_kind(record)}")
+        raise InvalidEvent(f"{where} must be an SNS record (a JSON object), got {described(record)}")
     source = record.get("EventSource", record.get("eventSource", "aws:sns"))
     if source != "aws:sns":
-        raise InvalidTaskInput(
-            f"{where} is not an SNS record (EventSource {_show(source)}): a worker is woken by SNS notifications or {_DIRECT}"
+        raise InvalidEvent(
+            f"{where} is not an SNS record (EventSource {shown(source)}): a worker is woken by SNS notifications or {_DIRECT}"
         )
     sns = record.get("Sns")
     if not isinstance(sns, Mapping):
-        raise InvalidTaskInput(f"{where} has no \"Sns\" object (got {_show(sns)}): not an SNS notification")
+        raise InvalidEvent(f"{where} has no \"Sns\" object (got {shown(sns)}): not an SNS notification")
     attributes = sns.get("MessageAttributes")
     if attributes is not None and not isinstance(attributes, Mapping):
-        raise InvalidTaskInput(f"{where}.Sns.MessageAttributes must be an object, got {_show(attributes)}")
+        raise InvalidEvent(f"{where}.Sns.MessageAttributes must be an object, got {shown(attributes)}")
     attribute = (attributes or {}).get("queue")
     if attribute is not None:
         value = attribute.get("Value") if isinstance(attribute, Mapping) else None
         kind = attribute.get("Type", "String") if isinstance(attribute, Mapping) else None
         if kind != "String" or not isinstance(value, str):
-            raise InvalidTaskInput(
-                f'{where}: the "queue" message attribute must be {{"Type": "String", "Value": "<queue>"}}, got {_show(attribute)}'
+            raise InvalidEvent(
+                f'{where}: the "queue" message attribute must be {{"Type": "String", "Value": "<queue>"}}, got {shown(attribute)}'
             )
         return _queue_name(value, f"{where}: the queue message attribute")
     message = sns.get("Message")
@@ -180,7 +191,7 @@ def _queue_of_sns_record(record: object, index: int) -> str:
     except ValueError:
         body = None
     if not isinstance(body, Mapping) or "queue" not in body:
-        raise InvalidTaskInput(
+        raise InvalidEvent(
             f"SNS wake-up names no queue (no 'queue' message attribute or JSON field): {message!r:.200}"
         )
     return _queue_name(body["queue"], f"{where}: the message's queue")
@@ -188,24 +199,5 @@ def _queue_of_sns_record(record: object, index: int) -> str:
 
 def _queue_name(value: object, what: str) -> str:
     if not isinstance(value, str):
-        raise InvalidTaskInput(f"{what} must be a string naming a queue, got {_show(value)}")
+        raise InvalidEvent(f"{what} must be a string naming a queue, got {shown(value)}")
     return validate_queue_name(value)
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return f"a number ({value!r})"
-    if isinstance(value, str):
-        return f"a string ({value!r:.60})"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    return type(value).__name__
-
-
-def _show(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 100 else text[:97] + "..."

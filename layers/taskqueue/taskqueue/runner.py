@@ -3,11 +3,14 @@
 A runner is any callable taking one Task. Returning means the attempt succeeded (a returned dict is
 kept as the task's result); raising means it failed: ``PermanentTaskError`` sends the task straight to
 FAILURE, any other exception is retried with backoff until the task's attempts are used up.
+
+TASK_RUNNER names such a callable, or a *runner factory* (marked with ``@runner_factory``) that takes the
+function's ``Settings`` and returns one: the handler hands its settings in (``build_runner``), so nothing here
+reads the environment.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import random
 import threading
@@ -20,6 +23,8 @@ from taskqueue.model import Task
 from taskqueue.settings import Settings
 
 TaskRunner = Callable[[Task], Any]
+RunnerFactory = Callable[[Settings], TaskRunner]
+_FACTORY_MARK = "_taskqueue_runner_factory"
 
 
 class LegacySystemError(TaskQueueError):
@@ -37,6 +42,18 @@ def load_runner(spec: str) -> TaskRunner:
     if not callable(runner):
         raise ConfigError(f"TASK_RUNNER={spec!r}: {module_name} has no callable named {attribute!r}")
     return runner
+
+
+def runner_factory(factory: RunnerFactory) -> RunnerFactory:
+    """Mark ``factory`` as building a runner from the Settings (for a runner that needs configuration)."""
+    setattr(factory, _FACTORY_MARK, True)
+    return factory
+
+
+def build_runner(settings: Settings) -> TaskRunner:
+    """The runner TASK_RUNNER names, built from ``settings`` when it names a runner factory."""
+    loaded = load_runner(settings.task_runner)
+    return loaded(settings) if getattr(loaded, _FACTORY_MARK, False) else loaded
 
 
 class FakeLegacySystem:
@@ -83,14 +100,9 @@ class FakeLegacySystem:
             self._slots.release()
 
 
-@functools.cache
-def _default_fake() -> FakeLegacySystem:
-    settings = Settings.from_env()
+@runner_factory
+def fake_legacy_system(settings: Settings) -> TaskRunner:
+    """The default TASK_RUNNER: a FakeLegacySystem configured by RUNNER_CAPACITY and FAKE_RUNNER_*."""
     return FakeLegacySystem(
         settings.runner_capacity, settings.fake_runner_duration_seconds, settings.fake_runner_failure_rate
     )
-
-
-def fake_legacy_system(task: Task) -> dict[str, Any]:
-    """The default TASK_RUNNER: a FakeLegacySystem configured by RUNNER_CAPACITY and FAKE_RUNNER_*."""
-    return _default_fake()(task)

@@ -21,6 +21,7 @@ from typing import Any
 import fastjsonschema
 from fastjsonschema import JsonSchemaValueException
 
+from taskqueue.describe import json_kind
 from taskqueue.errors import InvalidField
 
 SCHEMA_FILE = Path(__file__).with_name("schemas") / "create_tasks.schema.json"
@@ -129,17 +130,12 @@ def _reason(exc: JsonSchemaValueException, field: str) -> str:
 
 
 def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
+    kind = json_kind(value)
+    if kind == "boolean":
         return f"a boolean ({json.dumps(value)})"
-    if isinstance(value, (int, float)):
+    if kind == "number":
         return f"a number ({value!r})"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    return type(value).__name__
+    return {"string": "a string", "array": "an array"}.get(kind, kind)
 
 
 def _show(value: object) -> str:

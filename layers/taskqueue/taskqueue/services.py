@@ -1,14 +1,17 @@
-"""The dependencies a handler needs, built once per Lambda execution environment from the environment.
+"""The dependencies a handler needs (wiring), built once per Lambda execution environment from the environment.
 
-Handlers call ``Services.from_env()`` through a cache; tests build ``Services`` themselves with fakes or
-moto clients.
+Handlers call ``Services.from_env()`` / ``MatcherServices.from_env()`` through a cache; tests build them
+themselves with fakes or moto clients. This is the one module that reads the environment for them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from taskqueue.agents import AgentStore
 from taskqueue.clock import Clock, SystemClock
+from taskqueue.matching import MatchSettings
 from taskqueue.notify import Notifier
 from taskqueue.settings import Settings
 from taskqueue.store import TaskStore
@@ -26,3 +29,23 @@ class Services:
         settings = Settings.from_env()
         clock = SystemClock()
         return cls(settings, TaskStore.from_settings(settings, clock), Notifier.from_settings(settings), clock)
+
+
+@dataclass(frozen=True)
+class MatcherServices:
+    """What the Matcher and AgentEvents handlers need: the queue core's services plus the agent store."""
+
+    base: Services
+    match_settings: MatchSettings
+    agents: AgentStore
+
+    @classmethod
+    def from_env(cls) -> MatcherServices:
+        base = Services.from_env()
+        settings = MatchSettings.from_env()
+        return cls(base, settings, AgentStore.from_settings(settings, base.store, base.clock))
+
+    @classmethod
+    def of(cls, base: Services, settings: MatchSettings, client: Any) -> MatcherServices:
+        """For tests and local runs: the agent store on a given DynamoDB client."""
+        return cls(base, settings, AgentStore(client, settings, base.store, base.clock))

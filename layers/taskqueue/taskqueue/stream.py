@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from taskqueue.errors import InvalidTaskInput
+from taskqueue.errors import InvalidEvent
 from taskqueue.states import TaskStatus
 
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
@@ -30,6 +30,7 @@ class StreamChange:
     kind: ChangeKind
     queue: str | None
     task_id: str | None
+    request_id: str | None = None  # CREATED: the request that created the task (its correlation id)
 
 
 def is_ttl_delete(event_name: str, user_identity: Mapping[str, Any] | None) -> bool:
@@ -46,12 +47,13 @@ def classify(
     """Classify one record from deserialized images; a task record without its queue or status is malformed."""
     if event_name == "INSERT" and new_image and new_image.get("entity") == AGENT_ENTRY_ENTITY:
         if not new_image.get("queue") or not new_image.get("agentId"):
-            raise InvalidTaskInput("INSERT record of an agent queue entry names no queue or agentId")
+            raise InvalidEvent("INSERT record of an agent queue entry names no queue or agentId")
         return StreamChange(ChangeKind.AGENT_QUEUED, str(new_image["queue"]), None)
     if event_name == "INSERT":
         image = _task_image(new_image, "NewImage", event_name)
         kind = ChangeKind.CREATED if image["taskStatus"] == TaskStatus.PENDING else ChangeKind.OTHER
-        return StreamChange(kind, str(image["queue"]), str(image["taskId"]))
+        request_id = image.get("requestId")
+        return StreamChange(kind, str(image["queue"]), str(image["taskId"]), request_id if isinstance(request_id, str) else None)
     if is_ttl_delete(event_name, user_identity):
         image = _task_image(old_image, "OldImage", event_name)
         kind = ChangeKind.SHED if image["taskStatus"] == TaskStatus.PENDING else ChangeKind.CLEANED
@@ -61,14 +63,14 @@ def classify(
 
 def _task_image(image: Mapping[str, Any] | None, which: str, event_name: str) -> Mapping[str, Any]:
     if not image:
-        raise InvalidTaskInput(f"{event_name} record has no {which}: the table stream must be NEW_AND_OLD_IMAGES")
+        raise InvalidEvent(f"{event_name} record has no {which}: the table stream must be NEW_AND_OLD_IMAGES")
     missing = [name for name in ("taskId", "queue", "taskStatus") if name not in image]
     if missing:
-        raise InvalidTaskInput(f"{event_name} record's {which} is not a task: missing {', '.join(missing)}")
+        raise InvalidEvent(f"{event_name} record's {which} is not a task: missing {', '.join(missing)}")
     if not isinstance(image["queue"], str) or not image["queue"]:
-        raise InvalidTaskInput(f"{event_name} record's {which} names no queue (queue={image['queue']!r})")
+        raise InvalidEvent(f"{event_name} record's {which} names no queue (queue={image['queue']!r})")
     if image["taskStatus"] not in _STATES:
-        raise InvalidTaskInput(
+        raise InvalidEvent(
             f"{event_name} record's {which} has taskStatus={image['taskStatus']!r}, which is no state "
             f"(one of {', '.join(_STATES)})"
         )

@@ -1,0 +1,46 @@
+"""The safety net, run on Trigger's schedule: no lost wake-up or crashed worker strands a task for long.
+
+For every configured queue: recover expired leases (a crashed worker's tasks go back to PENDING, or to FAILURE
+when their attempts are used up), then wake the queue's worker if it has claimable tasks. Looking for claimable
+tasks sheds the expired entries it meets (counted as TasksShed). A queue that fails does not stop the others;
+the run raises at the end so the failure shows (Lambda's retry runs it again).
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger
+
+from taskqueue import handler_metrics
+from taskqueue.errors import TaskQueueError
+from taskqueue.services import Services
+from taskqueue.wakeups import Wakeups
+
+logger = Logger(child=True)
+
+# What a recovered lease's new status is counted as.
+_RECOVERY_METRICS = (("PENDING", "LeasesRecovered"), ("FAILURE", "TasksFailed"))
+
+
+def run_safety_net(svc: Services) -> list[str]:
+    """Recover and wake every queue; the queues woken, in configuration order."""
+    wakeups = Wakeups(svc.notifier, "safety-net")
+    errors: list[str] = []
+    for queue in svc.settings.queue_orders:
+        try:
+            recovered = svc.store.recover_expired_leases(queue)
+            for status, metric in _RECOVERY_METRICS:
+                if recovered[status]:
+                    handler_metrics.count(metric, queue, recovered[status])
+                    logger.warning("expired leases recovered", extra={"queue": queue, "new_status": status, "count": recovered[status]})
+            if svc.store.has_claimable(queue):
+                wakeups.wake(queue)
+        except TaskQueueError as exc:
+            errors.append(f"{queue}: {exc}")
+        finally:
+            # Expired entries the check met were shed (PENDING -> SHED): count them here, once.
+            shed = svc.store.drain_shed().get(queue, 0)
+            if shed:
+                handler_metrics.count("TasksShed", queue, shed)
+    if errors:
+        raise TaskQueueError("safety net could not wake every queue: " + "; ".join(errors))
+    return wakeups.woken

@@ -1,0 +1,48 @@
+"""The queue table's one adapter, ``TaskStore``: the only code that talks to DynamoDB about tasks.
+
+One concern per module: ``table`` (request plumbing, batched reads and writes, creating tasks), ``claims``
+(what workers do: find, claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
+redrive), ``reading`` (listings and counts) and ``control`` (per-queue pause and the queue-wide running
+limit). ``TaskStore`` joins them; import everything from ``taskqueue.store``.
+"""
+
+from __future__ import annotations
+
+from taskqueue.dynamo import count_all, make_client
+from taskqueue.store.claims import WorkerTransitions
+from taskqueue.store.control import QueueControl, QueueControls, Token
+from taskqueue.store.operator import OperatorOperations
+from taskqueue.store.reading import LISTABLE_BY_INDEX, QueueStats, Reading, TaskPage
+from taskqueue.store.table import (
+    READY_INDEX,
+    STATUS_INDEX,
+    Candidate,
+    CreateResult,
+    QueueTable,
+    StoreError,
+    candidate_of,
+    is_claimable,
+)
+
+__all__ = [
+    "LISTABLE_BY_INDEX",
+    "READY_INDEX",
+    "STATUS_INDEX",
+    "Candidate",
+    "CreateResult",
+    "QueueControl",
+    "QueueStats",
+    "QueueTable",
+    "StoreError",
+    "TaskPage",
+    "TaskStore",
+    "Token",
+    "candidate_of",
+    "count_all",
+    "is_claimable",
+    "make_client",
+]
+
+
+class TaskStore(WorkerTransitions, OperatorOperations, Reading, QueueControls):
+    """Every operation on the queue table (see the modules of this package for each concern)."""

@@ -1,0 +1,329 @@
+"""The queue table's plumbing: the item shape of a transition, batched reads and writes, error translation.
+
+Every state change is one conditional UpdateItem that names the state it comes from; the transition is
+checked against the lifecycle table before any request is sent (``_transition_request``). A write that loses
+its condition (another worker claimed first, the lease passed, the task expired, another transaction held the
+item) is a domain outcome (``None``/``False``), never an exception; other ``ClientError`` codes become
+``StoreError`` with a message saying what to check (see ``taskqueue.dynamo``).
+
+Two times bound a task: ``ttl`` (epoch s), its shed deadline, which the claim condition and the ReadyIndex
+use; and ``deleteAt`` (epoch s), the table's TTL attribute, when DynamoDB may delete the item. While a task
+waits they are equal; a claim moves ``deleteAt`` past the lease plus the retention, so DynamoDB never
+deletes a task under its worker.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Self
+
+from taskqueue import dynamo, keys
+from taskqueue.clock import Clock, SystemClock
+from taskqueue.dynamo import ConditionLost, make_client
+from taskqueue.errors import TaskNotFound, TaskQueueError
+from taskqueue.model import Task, from_item, ready_index_attributes, to_item
+from taskqueue.settings import Settings
+from taskqueue.states import TaskStatus, check_transition
+
+READY_INDEX = "ReadyIndex"
+STATUS_INDEX = "StatusIndex"
+_BATCH_WRITE_LIMIT = 25
+_BATCH_GET_LIMIT = 100
+_MAX_BATCH_ROUNDS = 8
+
+AttributeValue = dict[str, Any]
+
+
+
+class StoreError(TaskQueueError):
+    """DynamoDB refused a request for a reason other than a lost condition."""
+
+
+@dataclass(frozen=True, order=True)
+class Candidate:
+    """A PENDING task as the ReadyIndex shows it: enough to decide whether to try a claim."""
+
+    ready_sort: str
+    task_id: str
+    queue: str
+    shard: int
+    ttl: int
+    not_before_ms: int | None
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    created: int
+    already_existed: int
+
+
+class QueueTable:
+    """The base of ``TaskStore``: the table, its settings and clock, and the request plumbing every concern shares."""
+
+    def __init__(self, client: Any, settings: Settings, clock: Clock | None = None) -> None:
+        self._db = client
+        self._settings = settings
+        self._table = settings.queue_table_name
+        self._clock = clock or SystemClock()
+        self._shed: Counter[str] = Counter()
+        self._shed_lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, clock: Clock | None = None) -> Self:
+        return cls(make_client(), settings, clock)
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    def put_tasks(self, tasks: Sequence[Task], *, idempotent: bool = False) -> CreateResult:
+        """Write new PENDING tasks. With ``idempotent`` (caller-chosen ids), an id that exists is left alone."""
+        for task in tasks:
+            check_transition(TaskStatus.PENDING, task.status)
+        if idempotent:
+            return self._put_if_absent(tasks)
+        requests = [
+            {"PutRequest": {"Item": to_item(t, self._settings.order_of(t.queue))}} for t in tasks
+        ]
+        for start in range(0, len(requests), _BATCH_WRITE_LIMIT):
+            self._batch_write(requests[start : start + _BATCH_WRITE_LIMIT])
+        return CreateResult(created=len(tasks), already_existed=0)
+
+    def put_tasks_once(self, tasks: Sequence[Task]) -> CreateResult:
+        """Write new PENDING tasks whose ids derive from one request, skipping ids that exist: a retry of the
+        same request (after a partial write) creates only what is missing and never resets a task a worker
+        already took. One BatchGetItem per 100 ids, then BatchWriteItem of the rest."""
+        existing = {task.task_id for task in self._get_many([t.task_id for t in tasks])}
+        missing = [t for t in tasks if t.task_id not in existing]
+        if missing:
+            self.put_tasks(missing)
+        return CreateResult(created=len(missing), already_existed=len(tasks) - len(missing))
+
+    def _put_if_absent(self, tasks: Sequence[Task]) -> CreateResult:
+        created = 0
+        for task in tasks:
+            try:
+                self._call(
+                    "put_item",
+                    TableName=self._table,
+                    Item=to_item(task, self._settings.order_of(task.queue)),
+                    ConditionExpression="attribute_not_exists(taskId)",
+                )
+                created += 1
+            except ConditionLost:
+                pass
+        return CreateResult(created=created, already_existed=len(tasks) - created)
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
+        pending = {self._table: requests}
+        for round_number in range(_MAX_BATCH_ROUNDS):
+            response = self._call("batch_write_item", RequestItems=pending)
+            pending = response.get("UnprocessedItems") or {}
+            if not pending:
+                return
+            # Unprocessed items mean the table is throttling: back off with jitter before the retry.
+            self._clock.sleep(random.uniform(0, 0.05 * 2**round_number))
+        left = sum(len(v) for v in pending.values())
+        raise StoreError(f"{left} task(s) were still unprocessed after {_MAX_BATCH_ROUNDS} BatchWriteItem rounds; retry later")
+
+    def get(self, task_id: str) -> Task:
+        response = self._call("get_item", TableName=self._table, Key=_key(task_id), ConsistentRead=True)
+        if "Item" not in response:
+            raise TaskNotFound(f"no task {task_id!r} in table {self._table} (never created, or removed by TTL)")
+        return from_item(response["Item"])
+
+    def _get_many(self, task_ids: Sequence[str]) -> list[Task]:
+        """The tasks of ``task_ids`` in that order (BatchGetItem, strongly consistent); vanished ids skipped."""
+        unique = list(dict.fromkeys(task_ids))
+        found: dict[str, Task] = {}
+        for start in range(0, len(unique), _BATCH_GET_LIMIT):
+            keys_ = [_key(t) for t in unique[start : start + _BATCH_GET_LIMIT]]
+            for item in self._batch_get({self._table: {"Keys": keys_, "ConsistentRead": True}}):
+                task = from_item(item)
+                found[task.task_id] = task
+        return [found[t] for t in task_ids if t in found]
+
+    def _batch_get(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """The items of one BatchGetItem request (up to 100 keys), its unprocessed keys asked for again."""
+        items: list[dict[str, Any]] = []
+        for round_number in range(_MAX_BATCH_ROUNDS):
+            response = self._call("batch_get_item", RequestItems=request)
+            items += response.get("Responses", {}).get(self._table, [])
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return items
+            # Unprocessed keys mean the table is throttling: back off with jitter before the retry.
+            self._clock.sleep(random.uniform(0, 0.05 * 2**round_number))
+        left = sum(len(v.get("Keys", [])) for v in request.values())
+        raise StoreError(f"{left} item(s) were still unread after {_MAX_BATCH_ROUNDS} BatchGetItem rounds; retry later")
+
+    def _status_index_ids(
+        self, queue: str, status: TaskStatus, limit: int, *, until_ms: int | None = None, newest_first: bool = False
+    ) -> list[str]:
+        """Ids in a queue's StatusIndex partitions for ``status`` (sort key up to ``until_ms``), shard by shard."""
+        found: list[str] = []
+        for shard in range(self._settings.queue_shards):
+            if len(found) >= limit:
+                break
+            condition = "statusKey = :k"
+            values = {":k": {"S": keys.status_key(queue, status.value, shard)}}
+            if until_ms is not None:
+                condition += " AND statusSort <= :until"
+                values[":until"] = {"N": str(until_ms)}
+            found += [
+                item["taskId"]["S"]
+                for item in self._query_all(
+                    IndexName=STATUS_INDEX,
+                    KeyConditionExpression=condition,
+                    ExpressionAttributeValues=values,
+                    ScanIndexForward=not newest_first,
+                    limit=limit - len(found),
+                )
+            ]
+        return found
+
+    def _ready_attributes(self, task: Task) -> dict[str, AttributeValue]:
+        """A waiting task's ReadyIndex entry and its not-before time; DynamoDB may delete it at its ttl."""
+        attributes = ready_index_attributes(task, self._settings.order_of(task.queue))
+        attributes["deleteAt"] = {"N": str(task.ttl)}
+        if task.not_before_ms is not None:
+            attributes["notBefore"] = {"N": str(task.not_before_ms)}
+        return attributes
+
+    def _lease_attributes(self, expires_ms: int) -> dict[str, AttributeValue]:
+        # The item outlives its lease by the retention: a task running past its ttl is never deleted under its
+        # worker, and a crashed worker's task stays findable for lease recovery.
+        return {
+            "leaseExpires": {"N": str(expires_ms)},
+            "statusSort": {"N": str(expires_ms)},
+            "deleteAt": {"N": str(expires_ms // 1000 + 1 + self._settings.retention_seconds)},
+        }
+
+    def _finished_attributes(self, now_ms: int) -> dict[str, AttributeValue]:
+        # Finished tasks keep a short retention, so the table does not grow without bound.
+        return {"deleteAt": {"N": str(now_ms // 1000 + self._settings.retention_seconds)}}
+
+    def _owned_transition(
+        self,
+        task: Task,
+        owner: str,
+        target: TaskStatus,
+        now_ms: int,
+        set_: dict[str, AttributeValue],
+        remove: tuple[str, ...],
+    ) -> bool:
+        written = self._transition(
+            task.task_id,
+            TaskStatus.TAKEN,
+            target,
+            now_ms=now_ms,
+            set_=set_,
+            remove=("leaseOwner", "leaseExpires", *remove),
+            condition="leaseOwner = :owner AND leaseExpires > :now",
+            values={":owner": {"S": owner}},
+        )
+        return written is not None
+
+    def _transition(self, task_id: str, source: TaskStatus, target: TaskStatus, **request: Any) -> dict[str, Any] | None:
+        """One conditional UpdateItem moving a task from ``source`` to ``target`` (arguments as for
+        ``_transition_request``); the new item, or None if the condition lost."""
+        try:
+            response = self._call("update_item", **self._transition_request(task_id, source, target, **request))
+        except ConditionLost:
+            return None
+        return response["Attributes"]
+
+    def _transition_request(
+        self,
+        task_id: str,
+        source: TaskStatus,
+        target: TaskStatus,
+        *,
+        now_ms: int,
+        set_: Mapping[str, AttributeValue],
+        remove: Iterable[str] = (),
+        count_attempt: bool = False,
+        condition: str | None = None,
+        names: Mapping[str, str] | None = None,
+        values: Mapping[str, AttributeValue] | None = None,
+    ) -> dict[str, Any]:
+        """The UpdateItem parameters of a transition; refuses a forbidden one before anything is sent."""
+        check_transition(source, target)
+        expr_names: dict[str, str] = {"#status": "taskStatus", "#updated": "taskUpdated", **(names or {})}
+        expr_values: dict[str, AttributeValue] = {
+            ":from": {"S": source.value},
+            ":to": {"S": target.value},
+            ":now": {"N": str(now_ms)},
+            **(values or {}),
+        }
+        assignments = ["#status = :to", "#updated = :now"]
+        for index, (name, value) in enumerate(set_.items()):
+            expr_names[f"#s{index}"] = name
+            expr_values[f":s{index}"] = value
+            assignments.append(f"#s{index} = :s{index}")
+        if count_attempt:
+            expr_names["#attempts"] = "attempts"
+            expr_values[":zero"] = {"N": "0"}
+            expr_values[":one"] = {"N": "1"}
+            assignments.append("#attempts = if_not_exists(#attempts, :zero) + :one")
+        removals = [name for name in dict.fromkeys(remove) if name not in set_]
+        for index, name in enumerate(removals):
+            expr_names[f"#r{index}"] = name
+        update = "SET " + ", ".join(assignments)
+        if removals:
+            update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removals)))
+        full_condition = "#status = :from" + (f" AND ({condition})" if condition else "")
+        return {
+            "TableName": self._table,
+            "Key": _key(task_id),
+            "UpdateExpression": update,
+            "ConditionExpression": full_condition,
+            "ExpressionAttributeNames": expr_names,
+            "ExpressionAttributeValues": expr_values,
+            "ReturnValues": "ALL_NEW",
+        }
+
+    def _query_all(self, *, limit: int, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        kwargs = {"TableName": self._table, **kwargs}
+        seen = 0
+        while seen < limit:
+            response = self._call("query", **kwargs, Limit=min(100, limit - seen))
+            for item in response.get("Items", []):
+                seen += 1
+                yield item
+            if "LastEvaluatedKey" not in response:
+                return
+            kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+        return dynamo.call(
+            self._db, operation, table=self._table, setting="QUEUE_TABLE_NAME", error=StoreError, clock=self._clock, **kwargs
+        )
+
+
+def candidate_of(item: Mapping[str, Any], queue: str, shard: int) -> Candidate:
+    """The Candidate of a ReadyIndex item (ready or delayed partition)."""
+    sort = item["readySort"]["S"]
+    if item["readyKey"]["S"].endswith("#delayed"):
+        _, sort = keys.parse_delayed_sort(sort)
+    return Candidate(
+        ready_sort=sort,
+        task_id=item["taskId"]["S"],
+        queue=queue,
+        shard=shard,
+        ttl=int(item["ttl"]["N"]),
+        not_before_ms=int(item["notBefore"]["N"]) if "notBefore" in item else None,
+    )
+
+
+def is_claimable(ttl: int, not_before_ms: int | None, now_ms: int) -> bool:
+    """A task may be claimed only before its ttl (epoch s) and at or after its not-before time (epoch ms)."""
+    return ttl > now_ms // 1000 and (not_before_ms is None or not_before_ms <= now_ms)
+
+
+def _key(task_id: str) -> dict[str, AttributeValue]:
+    return {"taskId": {"S": task_id}}
