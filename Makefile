@@ -41,7 +41,9 @@ test-moto: venv
 test-dynamodb-local: venv
 	scripts/with-dynamodb-local $(PY) -m pytest -q --dynamodb=local $(PYTEST_ARGS)
 
+# ruff on every Python file (rules in pyproject.toml), cfn-lint on the template.
 lint: venv
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/cfn-lint template.yaml
 
 # Benchmarks against the seed designs (docs/benchmarks.md): one table, bench/results.md; about 9 minutes.
@@ -59,7 +61,16 @@ build: $(SAM_VENV)/.installed
 	@test -x "$(PY313)" || { echo "python3.13 not found on PATH or in pyenv: sam build needs it for the python3.13 runtime"; exit 1; }
 	PATH="$(dir $(PY313)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM) build < /dev/null
 
-# The local engine (docs/local-engine.md): a scenario end to end, and one function once with an event file.
+# The local engine (docs/local-engine.md): a scenario end to end; one function with an event file (through the
+# running local stack if `make up` runs, else on a one-shot engine); the local stack itself, kept running until
+# Ctrl-C or `make down` (PORT=4590 by default; PERSIST=DIR keeps its state between runs; PARAMS as for demo).
+.PHONY: up down
+up: venv
+	$(PY) -m local up $(if $(PORT),--port $(PORT)) $(if $(PERSIST),--persist $(PERSIST)) $(if $(PARAMS),--param-overrides $(PARAMS))
+
+down: venv
+	$(PY) -m local down
+
 SCENARIO ?= steady
 demo: venv
 	$(PY) -m local demo --scenario $(SCENARIO) $(if $(PARAMS),--param-overrides $(PARAMS))

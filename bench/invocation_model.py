@@ -8,7 +8,7 @@ Modelled, in virtual time (no emulator, no real code), for the product and for t
   passes everything: its Trigger filters in code); records are gathered until ``BatchSize`` or until
   ``MaximumBatchingWindowInSeconds`` after the first one, read by a poller 4 times a second, one batch in
   flight per shard (one shard: these rates never split a stream);
-- **Trigger**: one invocation per batch; it publishes one wake-up on ProcessTasksTopic when the batch holds
+- **Trigger**: one invocation per batch; it publishes one wake-up on WorkerWakeUpTopic when the batch holds
   an INSERT (both designs), and one per tail call it receives on TriggerTopic; the product's safety-net
   schedule invokes it every ``SafetyNetScheduleRate`` and it wakes the worker when claimable tasks wait;
 - **SNS -> ProcessTasks**: asynchronous invocations of a function with reserved concurrency 1: a wake-up
@@ -35,8 +35,9 @@ import itertools
 import math
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -251,8 +252,8 @@ class _Sim:
         self.result.gb_seconds[function] += math.ceil(seconds * 1000) / 1000 * memory_mb / 1024
 
     def wake(self) -> None:
-        """Trigger publishes a wake-up on ProcessTasksTopic: SNS invokes the worker asynchronously."""
-        self.result.publishes["ProcessTasksTopic"] += 1
+        """Trigger publishes a wake-up on WorkerWakeUpTopic: SNS invokes the worker asynchronously."""
+        self.result.publishes["WorkerWakeUpTopic"] += 1
         received = self.now + self.p.sns_delivery_seconds
         self.at(received, lambda: self.attempt(received, 0))
 

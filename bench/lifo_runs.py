@@ -44,7 +44,6 @@ from bench.common import ScaledClock, VirtualClock, client_for, percentile, temp
 from bench.cost_meter import CostMeter, Totals, summarize  # noqa: E402
 from bench.invocation_model import product_model, seed_model, simulate  # noqa: E402
 from bench.seed_lifo import SeedLifo, SeedRunner, create_seed_table  # noqa: E402
-
 from taskqueue import worker as worker_module  # noqa: E402
 from taskqueue.model import new_tasks, parse_create_request  # noqa: E402
 from taskqueue.runner import FakeLegacySystem  # noqa: E402
@@ -64,7 +63,10 @@ def handlers() -> tuple[Any, Any]:
     process = load_function("process_tasks")
     process.emit_metrics = lambda report: None
     trigger = load_function("trigger")
-    trigger._count = lambda *args, **kwargs: None  # its single_metric prints each count, disabled or not
+    from taskqueue import handler_metrics
+
+    # Trigger's counts (its safety net's too) are single metrics, printed each, disabled or not.
+    handler_metrics.count = lambda *args, **kwargs: None
     return process, trigger
 
 
@@ -86,11 +88,11 @@ class CountingNotifier:
         self.tail_calls = 0
         self.wakeups = 0
 
-    def tail_call(self, queue: str, reason: str = "tail-call") -> str:
+    def wake(self, queue: str, reason: str = "tail-call", **_attributes: Any) -> str:
         self.tail_calls += 1
         return "stub"
 
-    def wake_worker(self, queue: str, reason: str) -> str:
+    def wake_worker(self, queue: str, reason: str, **_attributes: Any) -> str:
         self.wakeups += 1
         return "stub"
 
@@ -98,8 +100,10 @@ class CountingNotifier:
 class ProductLifo:
     """The product's queue "work" as its handlers drive it."""
 
-    def __init__(self, client: Any, table: str, clock: Any, runner: Any, ttl_seconds: int | None = None) -> None:
-        env = {**worker_environment(), "QUEUE_TABLE_NAME": table}
+    def __init__(
+        self, client: Any, table: str, clock: Any, runner: Any, ttl_seconds: int | None = None, **env_overrides: str
+    ) -> None:
+        env = {**worker_environment(), "QUEUE_TABLE_NAME": table, **env_overrides}
         self.settings = Settings.from_env(env)
         self.clock = clock
         self.ttl_seconds = ttl_seconds or self.settings.default_ttl_seconds
@@ -344,10 +348,12 @@ def overload_run(design: str, endpoint: str, *, scale: float, seconds: float, tt
 # ---- workers: N concurrent worker invocations on one backlog -------------------------------------------
 
 
-def workers_run(design: str, endpoint: str, *, workers: int, tasks: int, scale: float = 0.1) -> dict[str, Any]:
+def workers_run(design: str, endpoint: str, *, workers: int, tasks: int, scale: float = 1.0) -> dict[str, Any]:
     """``tasks`` tasks waiting, ``workers`` worker invocations started together (reserved concurrency N), a
     runner that takes no time, each worker re-invoked (a tail call) until the queue is empty. Counts lost
-    claims (conditional claims another worker won), requests and units per completed task."""
+    claims (conditional claims another worker won), requests and units per completed task. Real time by default
+    (``scale`` 1.0): both designs' pauses (the seed's stagger and page pause, the product's lane join, view and
+    patience times) are meant against real request latency, which a faster virtual clock would not scale."""
     reader = client_for(endpoint)
     clock = ScaledClock(scale)
     table = f"{design}-workers-{uuid.uuid4().hex[:8]}"
@@ -369,7 +375,9 @@ def workers_run(design: str, endpoint: str, *, workers: int, tasks: int, scale: 
         client = meter.attach(client_for(endpoint))
         counts = Counter[str]()
         if design == "product":
-            queue: Any = ProductLifo(client, table, clock, lambda task: None)
+            # The reserved concurrency of this run is ``workers``: the template passes it as CLAIM_LANES. No queue-wide
+            # running limit (RUNNING_LIMIT=0): the seed has none, and this measures the claim herd alone.
+            queue: Any = ProductLifo(client, table, clock, lambda task: None, CLAIM_LANES=str(workers), RUNNING_LIMIT="0")
         else:
             queue = SeedLifo(client, table, clock, SeedRunner(clock, capacity=3, seconds=0.0))
         barrier.wait()
@@ -401,7 +409,8 @@ def workers_run(design: str, endpoint: str, *, workers: int, tasks: int, scale: 
     total = sum(results, Counter())
     totals = meter.reset()
     done = total["succeeded"]
-    left = sum(1 for item in _scan(reader, table) if item["taskStatus"]["S"] != "SUCCESS")
+    # Control items (claim lanes) share the table and have no state.
+    left = sum(1 for item in _scan(reader, table) if item.get("taskStatus", {"S": "SUCCESS"})["S"] != "SUCCESS")
     return {
         "kind": "workers",
         "design": design,

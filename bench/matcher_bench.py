@@ -29,8 +29,8 @@ os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "matcher-bench")
 
-from tests.matcher_load import check_final_state, make_world, replay, run_matchers  # noqa: E402
 from local.emulator import Emulator  # noqa: E402
+from tests.matcher_load import check_final_state, make_world, replay, run_matchers  # noqa: E402
 
 
 def main() -> None:

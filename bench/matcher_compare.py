@@ -36,7 +36,6 @@ from bench import common  # noqa: E402
 from bench.cost_meter import CostMeter  # noqa: E402
 from bench.seed_matcher import CallerQueue, SeedMatcher, SeedMatchReport, create_seed_agent_table  # noqa: E402
 from local.emulator import Emulator  # noqa: E402
-
 from taskqueue.matching import DEFAULT_ATTRIBUTES, entry_keys, parse_profile, preferences_key, queue_key  # noqa: E402
 from tests.matcher_load import GENDERS, LANGUAGES, check_final_state, make_world, replay, run_matchers  # noqa: E402
 
@@ -68,7 +67,10 @@ def double_assignments(commits: list[dict[str, Any]]) -> int:
 
 def product_run(server: Emulator, matchers: int, agents: int, calls: int, seed: int, meter_on: bool) -> dict[str, Any]:
     if True:  # one server for every run of a process; each run has its own tables
-        world = make_world(server, agents=agents, calls=calls, seed=seed, name=f"p{uuid.uuid4().hex[:6]}")
+        # The template passes the Matcher's reserved concurrency as CLAIM_LANES: here, ``matchers``.
+        world = make_world(
+            server, agents=agents, calls=calls, seed=seed, name=f"p{uuid.uuid4().hex[:6]}", claim_lanes=matchers
+        )
         meter = CostMeter(server.client()) if meter_on else None
         if meter is not None:
             world.server = MeteredServer(server, meter)  # type: ignore[assignment]

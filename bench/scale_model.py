@@ -24,8 +24,8 @@ are left out, which makes both designs' figures conservative alike.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np  # installed with matplotlib (requirements-dev.txt)
 
@@ -63,7 +63,7 @@ def simulate(loads: Iterable[Load], shards: int, rate: float, *, write_capacity:
     worst, hottest = 0.0, ""
     next_shard = 0
     carried = 0.0
-    for second in range(seconds):
+    for _second in range(seconds):
         if poisson:
             arrivals = int(rng.poisson(rate))
         else:

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from local.emulator import Emulator
 from taskqueue.agents import AgentStatus, AgentStore, agent_from_item
 from taskqueue.clock import SystemClock
 from taskqueue.matcher import Matcher, MatchReport
@@ -22,7 +23,6 @@ from taskqueue.settings import Settings
 from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
 from tests.agent_support import create_agent_table
-from local.emulator import Emulator
 from tests.support import template
 
 LANGUAGES = ["en", "fr", "es", "de"]
@@ -57,14 +57,16 @@ def create_queue_table_without_stream(client: Any, name: str) -> None:
     )
 
 
-def make_world(server: Emulator, *, agents: int, calls: int, seed: int, shed: int = 0, name: str | None = None) -> World:
+def make_world(
+    server: Emulator, *, agents: int, calls: int, seed: int, shed: int = 0, name: str | None = None, claim_lanes: int = 1
+) -> World:
     """Tables named after ``name``; ``agents`` agents with mixed profiles (queued one by one, so their order is
     known), ``calls`` calls with mixed preferences, ``shed`` of them with 1 s of patience (expired on return)."""
     name = name or uuid.uuid4().hex[:8]
     client = server.client()
     create_queue_table_without_stream(client, f"queue-{name}")
     create_agent_table(client, f"agents-{name}", stream=False)
-    settings = Settings(queue_table_name=f"queue-{name}", page_size=100, retry_base_seconds=0.0)
+    settings = Settings(queue_table_name=f"queue-{name}", page_size=100, retry_base_seconds=0.0, claim_lanes=claim_lanes)
     match_settings = MatchSettings(agent_table_name=f"agents-{name}", retry_base_ms=5)
     world = World(server, settings, match_settings)
     tasks, agent_store = world.stores()
@@ -182,7 +184,8 @@ def check_final_state(world: World) -> dict[str, int]:
     agent_items = scan(client, world.match_settings.agent_table_name)
     agents = {a.agent_id: a for a in (agent_from_item(i) for i in agent_items if i["entity"]["S"] == "agent")}
     entries = [(i["pk"]["S"], i["sk"]["S"], i["agentId"]["S"]) for i in agent_items if i["entity"]["S"] == "entry"]
-    calls = {t.task_id: t for t in (from_item(i) for i in scan(client, world.settings.queue_table_name))}
+    queue_items = [i for i in scan(client, world.settings.queue_table_name) if "taskStatus" in i]  # not claim lanes
+    calls = {t.task_id: t for t in (from_item(i) for i in queue_items)}
     # Entries: exactly those of queued agents, at their current place.
     for pk, sk, agent_id in entries:
         agent = agents.get(agent_id)

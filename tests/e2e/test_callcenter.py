@@ -66,7 +66,7 @@ def test_callcenter_matches_fitting_agents_one_call_at_a_time_and_sheds_impatien
     created = {c["callId"]: c for c in report["calls_each"]}
     outcomes: dict[str, int] = defaultdict(int)
     matched: dict[str, Any] = {}
-    for call_id, call in created.items():
+    for call_id in created:
         outcome = engine.observer.outcome_of(call_id)
         assert outcome in ("SUCCESS", "SHED", "PENDING"), (call_id, outcome)
         outcomes[outcome] += 1

@@ -8,7 +8,7 @@ from tests.e2e.conftest import invocations, queue_stream_mapping
 
 pytestmark = pytest.mark.e2e
 
-INSERT_PATTERN = """'{"eventName": ["INSERT"]}'"""
+INSERT_PATTERN = """'{"eventName": ["INSERT"], "dynamodb": {"NewImage": {"taskStatus": {"S": ["PENDING"]}}}}'"""
 
 
 def test_filter_criteria_in_the_template_decide_which_records_reach_trigger(start_engine, template_copy):

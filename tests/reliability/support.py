@@ -162,7 +162,8 @@ def scan_table(server: Emulator, table: str) -> dict[str, dict[str, Any]]:
     while True:
         page = client.scan(**kwargs)
         for item in page["Items"]:
-            items[item["taskId"]["S"]] = item
+            if "taskStatus" in item:  # not the queue's control items (claim lanes, running-limit slots, pause)
+                items[item["taskId"]["S"]] = item
         if "LastEvaluatedKey" not in page:
             return items
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

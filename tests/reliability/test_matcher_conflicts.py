@@ -43,7 +43,7 @@ def server() -> Iterator[SerializedMoto]:
 
 def taken_calls(world) -> int:
     return sum(1 for item in scan(world.server.client(faults=False), world.settings.queue_table_name)
-               if item["taskStatus"]["S"] == TaskStatus.TAKEN.value)
+               if item.get("taskStatus", {}).get("S") == TaskStatus.TAKEN.value)
 
 
 def test_eight_matchers_with_conflicts_injected_give_no_agent_twice(server):

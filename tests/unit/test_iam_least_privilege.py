@@ -38,7 +38,7 @@ import botocore.session
 import pytest
 
 from taskqueue.agents import AgentNotFound, AgentStore
-from taskqueue.errors import InvalidTaskInput, PermanentTaskError
+from taskqueue.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, PermanentTaskError
 from taskqueue.lease import extend_lease
 from taskqueue.matching import MatchSettings, parse_profile
 from taskqueue.model import Task, new_tasks, parse_create_request
@@ -296,7 +296,7 @@ def world(dynamodb, topics, monkeypatch):
         "QueueTable": TABLE,
         "AgentTable": AGENT_TABLE,
         "TriggerTopic": topics.trigger_arn,
-        "ProcessTasksTopic": topics.process_arn,
+        "WorkerWakeUpTopic": topics.wake_up_arn,
         "FailedEventsQueue": failed_url,
     }
     recorder = Recorder({v: k for k, v in physical.items()})
@@ -432,15 +432,20 @@ def run_trigger(world: World) -> None:
     # Tail call.
     assert world.invoke(app, load_event("trigger-sns-tail-call.json")) == {"woken": ["work"]}
     # Error path: SNS refuses the wake-up (the topic is gone): the record fails and is retried by the stream.
-    boto3.client("sns").delete_topic(TopicArn=world.physical["ProcessTasksTopic"])
+    boto3.client("sns").delete_topic(TopicArn=world.physical["WorkerWakeUpTopic"])
     assert world.invoke(app, load_event("trigger-stream-insert.json"))["batchItemFailures"]
-    world.invoke(app, {"unexpected": True}, expect=InvalidTaskInput)
+    world.invoke(app, {"unexpected": True}, expect=InvalidEvent)
 
 
 def run_process_tasks(world: World) -> None:
     app = load_function("process_tasks")
+    # Two workers may run (ProcessTasksConcurrency 2): a claim lane, and the running limit's slots (RunnerCapacity).
     world.use_environment(
-        "ProcessTasksFunction", TASK_RUNNER=f"{__name__}:scripted_runner", RETRY_BASE_SECONDS="0", RETRY_MAX_SECONDS="0"
+        "ProcessTasksFunction",
+        TASK_RUNNER=f"{__name__}:scripted_runner",
+        RETRY_BASE_SECONDS="0",
+        RETRY_MAX_SECONDS="0",
+        CLAIM_LANES="2",
     )
     store = world.store("ProcessTasksFunction")
     past = FakeClock(now_ms() - 3_600_000)
@@ -477,7 +482,7 @@ def run_matcher(world: World) -> None:
     assert (report["matched"], report["invalid"], report["shed"]) == (2, 1, 1), report
     # Out of time with calls still waiting: a tail call.
     assert world.invoke(app, load_event("matcher-sns-wake.json"), remaining_ms=1)["work_remains"] is True
-    world.invoke(app, {"action": "agentAvailable"}, expect=InvalidTaskInput)
+    world.invoke(app, {"action": "agentAvailable"}, expect=InvalidEvent)
 
 
 def run_agent_events(world: World) -> None:
@@ -504,7 +509,7 @@ def run_agent_events(world: World) -> None:
     assert world.invoke(app, load_event("agent_events-agent-offline.json"))["outcome"] == "offline"
     assert world.invoke(app, load_event("agent_events-call-ended.json"))["outcome"] == "already-offline"
     world.invoke(app, {"action": "agentOffline", "agentId": "nobody"}, expect=AgentNotFound)
-    world.invoke(app, {"action": "dance"}, expect=InvalidTaskInput)
+    world.invoke(app, {"action": "dance"}, expect=InvalidAgentInput)
 
 
 SCENARIOS = {

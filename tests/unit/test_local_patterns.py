@@ -7,7 +7,9 @@ import pytest
 from local.patterns import PatternError, matches, matches_any, sns_policy_matches
 from tests.support import template
 
-INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"queue": {"S": "work"}, "priority": {"N": "9"}}}}
+INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"queue": {"S": "work"}, "priority": {"N": "9"}, "taskStatus": {"S": "PENDING"}}}}
+# The first write of a queue's control item (claim lanes, running-limit slots, pause) is an INSERT too.
+CONTROL_INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"taskId": {"S": "queue#work#lanes"}, "o0": {"S": "w"}}}}
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
 
@@ -31,6 +33,7 @@ def template_filters() -> list[str]:
 def test_the_templates_filters_pass_inserts_and_ttl_removes_of_pending_tasks_only():
     filters = template_filters()
     assert matches_any(filters, INSERT)
+    assert not matches_any(filters, CONTROL_INSERT)  # Trigger never sees the queue's control items
     assert matches_any(filters, removal("PENDING"))  # shed: counted
     for status in ("SUCCESS", "FAILURE", "CANCELLED", None):  # retention cleanup: nothing for Trigger to do
         assert not matches_any(filters, removal(status)), status

@@ -12,10 +12,14 @@ import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 
+from aws_lambda_powertools import Logger
+
 from taskqueue.clock import Clock
 from taskqueue.errors import TaskQueueError
 from taskqueue.model import Task
-from taskqueue.store import TaskStore
+from taskqueue.store import TaskStore, Token
+
+logger = Logger(child=True)
 
 # Renew when less than this share of the lease is left (so two renewals can fail before it lapses).
 RENEW_WHEN_LEFT = 2 / 3
@@ -28,8 +32,11 @@ class LeaseLost(TaskQueueError):
 class Lease:
     """The lease of one running task as its worker knows it; renewals of one task are serialized."""
 
-    def __init__(self, task: Task, store: TaskStore, owner: str, clock: Clock) -> None:
+    def __init__(self, task: Task, store: TaskStore, owner: str, clock: Clock, slot: Token | None = None) -> None:
         self.task = task
+        # The queue's running-limit slot this task holds (RUNNING_LIMIT): renewed with the lease, freed once the
+        # outcome is recorded, so the slot and the task's lease lapse together if the worker dies.
+        self.slot = slot
         self.expires_ms = task.lease_expires_ms or 0
         self.lost = False
         self._store = store
@@ -57,6 +64,13 @@ class Lease:
                 self.lost = True
                 return False
             self.expires_ms = expires
+            if self.slot is not None:
+                # A slot renewal refused (it lapsed and another worker took it) leaves the task running: the limit
+                # may be passed by one until this task ends, which the log says.
+                renewed = self._store.renew_token(self.slot, expires)
+                if renewed is None:
+                    logger.warning("running-limit slot lost while the task runs", extra={"task_id": self.task.task_id})
+                self.slot = renewed
             return True
 
 

@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
 from aws_lambda_powertools import Logger
 
 from taskqueue import matching
 from taskqueue.agents import AgentStore, MatchOutcome, QueueHead
+from taskqueue.claim_control import ClaimControl
 from taskqueue.clock import Clock, SystemClock
-from taskqueue.errors import InvalidTaskInput
+from taskqueue.errors import InvalidAgentInput
 from taskqueue.model import Task
-from taskqueue.services import Services
 from taskqueue.store import Candidate, TaskStore
 
 logger = Logger(child=True)
 
+# A matcher with only other matchers' calls in sight looks again after this long (they may take them meanwhile).
+OTHERS_PAUSE_SECONDS = 0.2
 # Preference lookups remembered per execution environment (a call's preferences never change).
 _KEY_CACHE_LIMIT = 20_000
 
@@ -77,22 +78,34 @@ class Matcher:
         report = MatchReport(queue=queue)
         deadline = self._clock.monotonic() + budget_seconds
         self._recover_leases(queue)
-        while True:
-            if self._clock.monotonic() >= deadline:
-                report.stopped_by = "budget"
-                break
-            candidates = self._tasks.candidates(queue, self._settings.calls_per_pass)
-            if not candidates:
-                report.stopped_by = "empty"
-                break
-            report.passes += 1
-            done = self._pass(candidates, report, deadline)
-            if done.matched == 0:
-                report.stopped_by = "no-progress"
-                break
+        lanes = ClaimControl(self._tasks, queue, self._owner, self._clock, self._rng, _not_handled)
+        lanes.join(budget_seconds)
+        try:
+            while True:
+                if self._clock.monotonic() >= deadline:
+                    report.stopped_by = "budget"
+                    break
+                if lanes.paused_now():
+                    report.stopped_by = "paused"
+                    break
+                candidates = self._tasks.candidates(queue, self._settings.calls_per_pass)
+                if not candidates:
+                    report.stopped_by = "empty"
+                    break
+                plan = lanes.plan(candidates)  # with several matchers, the calls of this one's lane
+                report.passes += 1
+                done = self._pass(plan, report, deadline)
+                if done.matched == 0:
+                    if lanes.has_lane and not plan:  # only other matchers' calls wait, not yet ours to take: look again
+                        self._clock.sleep(min(max(0.0, deadline - self._clock.monotonic()), OTHERS_PAUSE_SECONDS))
+                        continue
+                    report.stopped_by = "no-progress"
+                    break
+        finally:
+            lanes.leave()
         # Tail-call only when a call could still match now: time ran out, or lost races left agents behind.
         report.work_remains = (report.stopped_by == "budget" and self._tasks.has_claimable(queue)) or (
-            report.stopped_by != "budget" and report.gave_up > 0
+            report.stopped_by not in ("budget", "paused") and report.gave_up > 0
         )
         report.shed = self._tasks.drain_shed().get(queue, 0)
         return report
@@ -106,7 +119,7 @@ class Matcher:
     def _pass(self, candidates: list[Candidate], report: MatchReport, deadline: float) -> _Pass:
         state = _Pass()
         self._prefetch_keys(candidates, report)
-        for candidate in candidates:  # oldest first
+        for candidate in candidates:  # oldest first (of this matcher's lane, when several match at once)
             if self._clock.monotonic() >= deadline:
                 break
             key = self._key_of(candidate, report)
@@ -174,7 +187,7 @@ class Matcher:
         unknown = [c for c in candidates if c.task_id not in self._keys]
         if not unknown:
             return
-        payloads = self._agents.call_payloads(self._tasks.settings.queue_table_name, [c.task_id for c in unknown])
+        payloads = self._tasks.payloads([c.task_id for c in unknown])
         if len(self._keys) + len(unknown) > _KEY_CACHE_LIMIT:
             self._keys.clear()
         for candidate in unknown:
@@ -182,7 +195,7 @@ class Matcher:
                 continue  # removed by TTL meanwhile
             try:
                 self._keys[candidate.task_id] = matching.call_queue_key(payloads[candidate.task_id], self._settings.attributes)
-            except InvalidTaskInput as exc:
+            except InvalidAgentInput as exc:
                 self._keys[candidate.task_id] = None
                 self._dead_letter(candidate, str(exc), report)
 
@@ -202,21 +215,5 @@ class Matcher:
             report.lost += 1
 
 
-@dataclass(frozen=True)
-class MatcherServices:
-    """What the Matcher and AgentEvents handlers need: the queue core's services plus the agent store."""
-
-    base: Services
-    match_settings: matching.MatchSettings
-    agents: AgentStore
-
-    @classmethod
-    def from_env(cls) -> MatcherServices:
-        base = Services.from_env()
-        settings = matching.MatchSettings.from_env()
-        return cls(base, settings, AgentStore.from_settings(settings, base.store, base.clock))
-
-    @classmethod
-    def of(cls, base: Services, settings: matching.MatchSettings, client: Any) -> MatcherServices:
-        """For tests and local runs: the agent store on a given DynamoDB client."""
-        return cls(base, settings, AgentStore(client, settings, base.store, base.clock))
+def _not_handled(what: str, exc: Exception, then: str) -> bool:
+    return False  # the Matcher lets every DynamoDB error fail the run, as before (Lambda retries the wake-up)

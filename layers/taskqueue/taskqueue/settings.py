@@ -13,6 +13,7 @@ from taskqueue.keys import Order, validate_queue_name
 T = TypeVar("T")
 
 DEFAULT_QUEUE_ORDERS = "work=LIFO,calls=FIFO"
+MAX_RUNNING_LIMIT = 1000
 
 # The values each numeric variable may take, both ends included: the one place they are stated. from_env
 # applies them; template.yaml's parameters must lie inside them (tests/unit/test_template_settings.py).
@@ -23,6 +24,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "MAX_ATTEMPTS": (1, 100),
     "LEASE_SECONDS": (1, 12 * 3600),
     "PAGE_SIZE": (1, 100),
+    "CLAIM_LANES": (1, 100),
     "TIME_BUDGET_SECONDS": (0.01, 900),
     "RETRY_BASE_SECONDS": (0, 3600),
     "RETRY_MAX_SECONDS": (0, 12 * 3600),
@@ -38,7 +40,7 @@ class Settings:
 
     queue_table_name: str
     trigger_topic_arn: str | None = None
-    process_tasks_topic_arn: str | None = None
+    worker_wake_up_topic_arn: str | None = None
     queue_orders: Mapping[str, Order] = field(default_factory=lambda: parse_queue_orders(DEFAULT_QUEUE_ORDERS))
     queue_shards: int = 1
     default_ttl_seconds: int = 3600
@@ -53,6 +55,14 @@ class Settings:
     runner_capacity: int = 3
     fake_runner_duration_seconds: float = 15.0
     fake_runner_failure_rate: float = 0.0
+    # CLAIM_LANES: how many workers of a queue may run at once (the function's reserved concurrency). Above 1,
+    # each running worker leases a lane and claims first the tasks of its lane among the next n x capacity
+    # claimable ones (taskqueue.lanes), so concurrent workers rarely race for the same task.
+    claim_lanes: int = 1
+    # RUNNING_LIMIT: at most this many tasks of a queue this worker serves run at once, across every worker (leased
+    # slots in the table, taskqueue.store.control). Unset (None): RUNNER_CAPACITY when several workers may run
+    # (CLAIM_LANES > 1), so raising the concurrency never multiplies what the legacy system receives; 0: no limit.
+    running_limit: int | None = None
     # WORKER_QUEUES: the queues this function's worker serves (a subset of QUEUE_ORDERS); empty means every one.
     worker_queues: tuple[str, ...] = ()
 
@@ -64,30 +74,35 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        table = env.get("QUEUE_TABLE_NAME", "").strip()
-        if not table:
-            raise ConfigError("QUEUE_TABLE_NAME is not set: it must name the DynamoDB queue table")
-        queue_orders = _read(env, "QUEUE_ORDERS", DEFAULT_QUEUE_ORDERS, parse_queue_orders)
+        queue_orders = read_variable(env, "QUEUE_ORDERS", DEFAULT_QUEUE_ORDERS, parse_queue_orders)
         return cls(
-            queue_table_name=table,
+            queue_table_name=read_required(env, "QUEUE_TABLE_NAME", "the DynamoDB queue table"),
             trigger_topic_arn=env.get("TRIGGER_TOPIC_ARN") or None,
-            process_tasks_topic_arn=env.get("PROCESS_TASKS_TOPIC_ARN") or None,
+            worker_wake_up_topic_arn=env.get("WORKER_WAKE_UP_TOPIC_ARN") or None,
             queue_orders=queue_orders,
-            queue_shards=_read_int(env, "QUEUE_SHARDS", "1"),
-            default_ttl_seconds=_read_int(env, "DEFAULT_TTL_SECONDS", "3600"),
-            retention_seconds=_read_int(env, "RETENTION_SECONDS", "86400"),
-            max_attempts=_read_int(env, "MAX_ATTEMPTS", "3"),
-            lease_seconds=_read_int(env, "LEASE_SECONDS", "300"),
-            page_size=_read_int(env, "PAGE_SIZE", "10"),
-            time_budget_seconds=_read_float(env, "TIME_BUDGET_SECONDS", "60"),
-            retry_base_seconds=_read_float(env, "RETRY_BASE_SECONDS", "2"),
-            retry_max_seconds=_read_float(env, "RETRY_MAX_SECONDS", "300"),
-            task_runner=_read(env, "TASK_RUNNER", "taskqueue.runner:fake_legacy_system", _runner_spec),
-            runner_capacity=_read_int(env, "RUNNER_CAPACITY", "3"),
-            fake_runner_duration_seconds=_read_float(env, "FAKE_RUNNER_DURATION_SECONDS", "15"),
-            fake_runner_failure_rate=_read_float(env, "FAKE_RUNNER_FAILURE_RATE", "0"),
-            worker_queues=_read(env, "WORKER_QUEUES", "", lambda raw: parse_worker_queues(raw, queue_orders)),
+            queue_shards=read_int(env, "QUEUE_SHARDS", "1"),
+            default_ttl_seconds=read_int(env, "DEFAULT_TTL_SECONDS", "3600"),
+            retention_seconds=read_int(env, "RETENTION_SECONDS", "86400"),
+            max_attempts=read_int(env, "MAX_ATTEMPTS", "3"),
+            lease_seconds=read_int(env, "LEASE_SECONDS", "300"),
+            page_size=read_int(env, "PAGE_SIZE", "10"),
+            claim_lanes=read_int(env, "CLAIM_LANES", "1"),
+            running_limit=read_variable(env, "RUNNING_LIMIT", "", _optional_limit),
+            time_budget_seconds=read_float(env, "TIME_BUDGET_SECONDS", "60"),
+            retry_base_seconds=read_float(env, "RETRY_BASE_SECONDS", "2"),
+            retry_max_seconds=read_float(env, "RETRY_MAX_SECONDS", "300"),
+            task_runner=read_variable(env, "TASK_RUNNER", "taskqueue.runner:fake_legacy_system", _runner_spec),
+            runner_capacity=read_int(env, "RUNNER_CAPACITY", "3"),
+            fake_runner_duration_seconds=read_float(env, "FAKE_RUNNER_DURATION_SECONDS", "15"),
+            fake_runner_failure_rate=read_float(env, "FAKE_RUNNER_FAILURE_RATE", "0"),
+            worker_queues=read_variable(env, "WORKER_QUEUES", "", lambda raw: parse_worker_queues(raw, queue_orders)),
         )
+
+    def running_limit_of(self, queue: str) -> int | None:
+        """The queue-wide running limit of a queue this worker serves; ``None``: no limit (no slots taken)."""
+        if self.running_limit is not None:
+            return self.running_limit or None
+        return self.runner_capacity if self.claim_lanes > 1 else None
 
     @property
     def served_queues(self) -> tuple[str, ...]:
@@ -132,6 +147,15 @@ def parse_queue_orders(text: str) -> dict[str, Order]:
     return orders
 
 
+def _optional_limit(raw: str) -> int | None:
+    if raw == "":
+        return None
+    value = int(raw)
+    if not 0 <= value <= MAX_RUNNING_LIMIT:
+        raise ValueError(f"must be empty (RUNNER_CAPACITY when several workers run), 0 (no limit) or a whole number up to {MAX_RUNNING_LIMIT}")
+    return value
+
+
 def parse_worker_queues(text: str, queue_orders: Mapping[str, Order]) -> tuple[str, ...]:
     """'work' or 'work,calls' -> ('work',) / ('work', 'calls'); empty -> () (every queue). Each must be in QUEUE_ORDERS."""
     names = tuple(p.strip() for p in text.split(",") if p.strip())
@@ -155,7 +179,21 @@ def worker_queues_problem(names: tuple[str, ...], queue_orders: Mapping[str, Ord
     return None
 
 
-def _read(env: Mapping[str, str], name: str, default: str, parse: Callable[[str], T]) -> T:
+# The one reader of environment variables (Settings here, MatchSettings in matching.py): every error names the
+# variable and its value, and says what is allowed.
+
+
+def read_required(env: Mapping[str, str], name: str, what: str) -> str:
+    """A variable that must be set: its value, stripped."""
+    value = env.get(name, "").strip()
+    if not value:
+        raise ConfigError(f"{name} is not set: it must name {what}")
+    return value
+
+
+def read_variable(env: Mapping[str, str], name: str, default: str, parse: Callable[[str], T]) -> T:
+    """``parse`` of the variable's value (``default`` when unset or blank); a ValueError it raises becomes a
+    ConfigError naming the variable."""
     raw = env.get(name, "").strip() or default
     try:
         return parse(raw)
@@ -163,18 +201,27 @@ def _read(env: Mapping[str, str], name: str, default: str, parse: Callable[[str]
         raise ConfigError(f"{name}={raw!r} is not valid: {exc}") from None
 
 
-def _read_int(env: Mapping[str, str], name: str, default: str) -> int:
-    low, high = BOUNDS[name]
-    return _read(env, name, default, _int_between(int(low), int(high)))
+def read_int(
+    env: Mapping[str, str], name: str, default: str, bounds: Mapping[str, tuple[float, float]] = BOUNDS
+) -> int:
+    """A whole number within ``bounds[name]`` (both ends included)."""
+    low, high = bounds[name]
+    return read_variable(env, name, default, _int_between(int(low), int(high)))
 
 
-def _read_float(env: Mapping[str, str], name: str, default: str) -> float:
-    return _read(env, name, default, _float_between(*BOUNDS[name]))
+def read_float(
+    env: Mapping[str, str], name: str, default: str, bounds: Mapping[str, tuple[float, float]] = BOUNDS
+) -> float:
+    """A number within ``bounds[name]`` (both ends included)."""
+    return read_variable(env, name, default, _float_between(*bounds[name]))
 
 
 def _int_between(low: int, high: int) -> Callable[[str], int]:
     def parse(raw: str) -> int:
-        value = int(raw)
+        try:
+            value = int(raw)
+        except ValueError:
+            value = low - 1  # not a whole number: refused with the same message as one out of range
         if not low <= value <= high:
             raise ValueError(f"must be a whole number from {low} to {high}")
         return value
@@ -184,7 +231,10 @@ def _int_between(low: int, high: int) -> Callable[[str], int]:
 
 def _float_between(low: float, high: float) -> Callable[[str], float]:
     def parse(raw: str) -> float:
-        value = float(raw)
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"must be a number from {low} to {high}") from None
         if not low <= value <= high:
             raise ValueError(f"must be a number from {low} to {high}")
         return value

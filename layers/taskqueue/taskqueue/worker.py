@@ -22,13 +22,14 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from taskqueue import dynamo
+from taskqueue.claim_control import ClaimControl
 from taskqueue.clock import Clock, SystemClock
 from taskqueue.errors import ConfigError, PermanentTaskError, ResultTooLarge, TaskQueueError
 from taskqueue.lease import Lease, run_with_lease
 from taskqueue.model import check_result_size
 from taskqueue.runner import TaskRunner
 from taskqueue.states import TaskStatus
-from taskqueue.store import TaskStore
+from taskqueue.store import TaskStore, Token
 
 logger = Logger(child=True)
 
@@ -64,6 +65,7 @@ class WorkerReport:
     # a lease, each logged and tried again: with ``errors`` and a failed run, every refusal is accounted for.
     retried: int = 0
     shed: int = 0  # PENDING tasks past their ttl that this run met and shed
+    limited: int = 0  # rounds that found every slot of the queue's running limit held
     leases_renewed: int = 0
     claim_ages_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
@@ -131,6 +133,16 @@ class Worker:
         except TaskQueueError as exc:  # refused for now: the next run (or the safety net) recovers them
             if not self._refused_for_now(report, "recovering expired leases", exc):
                 raise
+        control = ClaimControl(
+            self._store,
+            queue,
+            self._owner,
+            self._clock,
+            self._rng,
+            lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
+        )
+        self._control = control
+        control.join(claim_seconds)
         deadline = self._clock.monotonic() + claim_seconds
         running: dict[Future[None], Lease] = {}
         with ThreadPoolExecutor(max_workers=self._capacity, thread_name_prefix=f"{queue}-runner") as pool:
@@ -145,9 +157,13 @@ class Worker:
                 if free == 0:
                     wait(running, timeout=min(left, self._heartbeat_seconds()), return_when=FIRST_COMPLETED)
                     continue
+                if control.paused_now():
+                    report.stopped_by = "paused"
+                    break
                 stale = self._stale_ids()
                 try:
-                    candidates = self._store.candidates(queue, self._settings.page_size + len(stale))
+                    wanted = max(self._settings.page_size, control.window(self._capacity)) + len(stale)
+                    candidates = self._store.candidates(queue, wanted)
                     due_in = None if candidates or running else self._due_in_seconds(queue)
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
                     if not self._refused_for_now(report, "reading the queue", exc):
@@ -165,10 +181,21 @@ class Worker:
                     # looking again at least every poll interval for new arrivals.
                     self._clock.sleep(max(0.01, min(due_in, IDLE_POLL_SECONDS)))
                     continue
-                claimed_now = 0
                 fresh = [c for c in candidates if c.task_id not in stale]
                 report.skipped += len(candidates) - len(fresh)
-                for candidate in fresh:
+                order = control.plan(fresh, self._capacity)
+                slots = control.take_slots(min(free, len(order))) if order else None
+                if slots is not None:
+                    if not slots:  # the queue-wide running limit is reached: other workers' tasks hold every slot
+                        report.limited += 1
+                        if running:
+                            wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                            continue
+                        report.stopped_by = "limit"  # those workers tail-call when their tasks end
+                        break
+                    free = min(free, len(slots))
+                claimed_now = 0
+                for candidate in order:
                     if free == 0:
                         break
                     try:
@@ -180,23 +207,31 @@ class Worker:
                     self._mark_stale(candidate.task_id)
                     if task is None:
                         report.lost += 1
+                        control.lost_a_claim()
                         continue
                     free -= 1
                     claimed_now += 1
                     report.claimed += 1
                     report.claim_ages_ms.append(task.updated_ms - task.created_ms)
-                    lease = Lease(task, self._store, self._owner, self._clock)
+                    lease = Lease(task, self._store, self._owner, self._clock, slots.pop() if slots else None)
                     running[pool.submit(self._run_one, lease, report)] = lease
+                for slot in slots or ():  # taken for claims that were lost: give them back now
+                    self._free_slot(slot, report)
                 if claimed_now == 0:
                     # Every claim lost or refused, or only stale entries left (another worker, or index entries
                     # not yet updated): do not spin on them.
                     self._clock.sleep(min(left, self._rng.uniform(0.5, 1.0) * LOST_ROUND_PAUSE_SECONDS))
+            control.leave()
             # Tasks in flight finish inside their leases, which the heartbeat keeps.
             while running:
                 wait(running, timeout=self._heartbeat_seconds(), return_when=FIRST_COMPLETED)
                 running = self._collect(running, report)
                 self._heartbeat(running.values(), report)
-        # Tail-call for claimable work, or for a retry the next invocation's budget will reach.
+        # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
+        # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
+        if report.stopped_by in ("paused", "limit"):
+            report.shed += self._store.drain_shed().get(queue, 0)
+            return report
         try:
             due_in = self._due_in_seconds(queue)
             report.work_remains = self._store.has_claimable(queue) or (
@@ -290,6 +325,15 @@ class Worker:
                 "could not record the task's outcome; it stays TAKEN until its lease expires, then runs again",
                 extra={**log, "error": f"{type(exc).__name__}: {exc}"},
             )
+        if lease.slot is not None:  # the outcome is recorded (or left to lease recovery): the next task may start
+            self._free_slot(lease.slot, report)
+
+    def _free_slot(self, slot: Token, report: WorkerReport) -> None:
+        try:
+            self._control.free_slot(slot)
+        except Exception as exc:  # it lapses with its lease: the limit is one lower until then
+            self._add(report, "errors")
+            logger.warning("could not free a running-limit slot; it lapses with its lease", extra={"error": str(exc)})
 
     def _attempt(self, lease: Lease, report: WorkerReport, log: dict[str, Any]) -> None:
         task = lease.task

@@ -1,0 +1,167 @@
+"""What a claiming run (a ProcessTasks worker, a Matcher) asks the queue's control before it claims: is the queue
+paused, which tasks it should try first among concurrent claimers (its claim lane), and, for workers, slots of
+the queue-wide running limit. One ``ClaimControl`` per run; the rules are in ``taskqueue.lanes`` and the items in
+``taskqueue.store.control``.
+
+A control read or write that DynamoDB refuses for a passing reason never fails the run: it is handed to the
+run's ``refused`` callback (which logs and counts it, or re-raises what is not passing) and the run goes on
+without (not paused; plain order without a lane; no slot this round).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from taskqueue.clock import Clock
+from taskqueue.errors import TaskQueueError
+from taskqueue.lanes import (
+    LANE_JOIN_SECONDS,
+    LANE_MARGIN_SECONDS,
+    LANE_VIEW_AFTER_LOSS_SECONDS,
+    LANE_VIEW_SECONDS,
+    OTHERS_PATIENCE_LOOKS,
+    OTHERS_PATIENCE_SECONDS,
+    LaneView,
+    claim_order,
+    claim_window,
+)
+from taskqueue.store import Candidate, TaskStore, Token
+
+# A paused queue (``taskq pause``) is noticed within this long; the read costs half a read unit.
+PAUSE_CHECK_SECONDS = 5.0
+
+# refused(what, error, then) -> True when the error was passing and is handled (logged, counted); else False.
+Refused = Callable[[str, Exception, str], bool]
+
+
+class ClaimControl:
+    def __init__(
+        self, store: TaskStore, queue: str, owner: str, clock: Clock, rng: random.Random, refused: Refused
+    ) -> None:
+        self._store = store
+        self._queue = queue
+        self._owner = owner
+        self._clock = clock
+        self._rng = rng
+        self._refused = refused
+        self._next_pause_check = 0.0
+        self._lane: Token | None = None
+        self._view: LaneView | None = None
+        self._next_view = 0.0
+        self._lost_lately = False
+        self._others_seen: dict[str, tuple[float, int]] = {}
+
+    # ---- pause ------------------------------------------------------------------------------------
+
+    def paused_now(self) -> bool:
+        """Is the queue paused? Read at most every PAUSE_CHECK_SECONDS; unknown counts as not paused."""
+        now = self._clock.monotonic()
+        if now < self._next_pause_check:
+            return False
+        self._next_pause_check = now + PAUSE_CHECK_SECONDS
+        try:
+            return self._store.is_paused(self._queue)
+        except TaskQueueError as exc:
+            if not self._refused("reading whether the queue is paused", exc, "claiming as usual"):
+                raise
+            return False
+
+    # ---- claim lanes ------------------------------------------------------------------------------
+
+    def join(self, claim_seconds: float) -> None:
+        """Take a claim lane for the claim window when several claimers may run (CLAIM_LANES > 1)."""
+        if self._store.settings.claim_lanes <= 1:
+            return
+        until_ms = self._clock.now_ms() + int((claim_seconds + LANE_MARGIN_SECONDS) * 1000)
+        try:
+            self._lane = self._store.take_lane(self._queue, self._owner, until_ms, self._rng)
+        except TaskQueueError as exc:  # without a lane this run claims in plain order: slower under a herd, correct
+            if not self._refused("taking a claim lane", exc, "claiming in plain order"):
+                raise
+        if self._lane is not None:
+            self._clock.sleep(LANE_JOIN_SECONDS)
+
+    def leave(self) -> None:
+        if self._lane is None:
+            return
+        try:
+            self._store.free_lane(self._lane)
+        except TaskQueueError as exc:  # it lapses at the end of the claim window anyway
+            if not self._refused("giving the claim lane back", exc, "letting it lapse"):
+                raise
+        self._lane = None
+
+    def window(self, capacity: int) -> int:
+        """How many claimable tasks to read so the plan sees its whole window."""
+        return claim_window(self._current_view(), capacity)
+
+    def plan(self, candidates: Sequence[Candidate], capacity: int | None = None) -> list[Candidate]:
+        """The candidates to try, in order (``taskqueue.lanes.claim_order``); ``capacity`` None: the window is
+        all of ``candidates`` (a Matcher's pass)."""
+        view = self._current_view()
+        if capacity is None:
+            capacity = -(-len(candidates) // (view.lanes if view else 1)) or 1
+        plan = claim_order(
+            candidates,
+            _task_id,
+            view,
+            capacity,
+            self._others_seen,
+            self._clock.monotonic(),
+            OTHERS_PATIENCE_SECONDS,
+            OTHERS_PATIENCE_LOOKS,
+        )
+        self._others_seen = plan.others_seen
+        self._lost_lately = False
+        return plan.order
+
+    def lost_a_claim(self) -> None:
+        """Workers came or went (or a view was stale): read the lanes again before the next plan."""
+        self._lost_lately = True
+
+    @property
+    def has_lane(self) -> bool:
+        return self._lane is not None
+
+    def _current_view(self) -> LaneView | None:
+        """This run's place among the claimers now, read again every LANE_VIEW_SECONDS and after a lost claim."""
+        if self._lane is None:
+            return None
+        now = self._clock.monotonic()
+        after_loss = self._lost_lately and now >= self._next_view - LANE_VIEW_SECONDS + LANE_VIEW_AFTER_LOSS_SECONDS
+        if self._view is None or after_loss or now >= self._next_view:
+            try:
+                self._view = self._store.lane_view(self._lane)
+                self._next_view = now + LANE_VIEW_SECONDS
+            except TaskQueueError as exc:
+                if not self._refused("reading the claim lanes", exc, "keeping the last view"):
+                    raise
+        return self._view
+
+    # ---- the queue-wide running limit -------------------------------------------------------------
+
+    def take_slots(self, wanted: int) -> list[Token] | None:
+        """Slots of the queue's running limit for up to ``wanted`` claims; ``None`` when the queue has no limit."""
+        if self._store.running_limit(self._queue) is None:
+            return None
+        try:
+            return self._store.acquire_slots(self._queue, self._owner, wanted, self._rng)
+        except TaskQueueError as exc:
+            if not self._refused("taking running-limit slots", exc, "looking again"):
+                raise
+            return []
+
+    def free_slot(self, slot: Token) -> bool:
+        """Give a slot back; ``False`` if that failed (it lapses with its lease: the limit is one lower till then)."""
+        try:
+            self._store.free_token(slot)
+        except TaskQueueError as exc:
+            if not self._refused("freeing a running-limit slot", exc, "letting it lapse with its lease"):
+                raise
+            return False
+        return True
+
+
+def _task_id(candidate: Candidate) -> str:
+    return candidate.task_id

@@ -1,0 +1,241 @@
+"""Per-queue control in the queue table: pause/resume, the queue-wide running limit, and claim lanes.
+
+A queue's control item (``taskId`` = ``queue#<name>``) holds ``paused``; workers read it before claiming, so a
+paused queue's tasks keep their places and TTLs and nobody claims them. The running limit (RUNNING_LIMIT; by default RUNNER_CAPACITY
+once several workers may run) is C slot items per queue (``queue#<name>#slot#<i>``): a worker takes a slot (a conditional write
+that succeeds only if the slot is free or its lease passed) before it claims a task, holds it while the task runs
+(renewed with the task's lease), and frees it once the outcome is recorded. A crashed worker's slot comes back
+when its lease passes, as its task does. So at most C tasks of the queue run at once across every worker and
+every invocation, whatever ProcessTasksConcurrency is.
+
+Claim lanes (CLAIM_LANES, the workers' reserved concurrency) are leased the same way, one per claiming worker,
+for its claim window: a worker knows its rank among the lanes held now and claims first the tasks that hash to
+it (``taskqueue.lanes``), so concurrent workers spread over the head of the queue instead of racing for it.
+
+Control and token items carry no ``taskStatus``, ``queue`` or index keys: no index, listing, count or stream
+filter sees them.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from taskqueue.dynamo import ConditionLost
+from taskqueue.errors import InvalidTaskInput
+from taskqueue.lanes import LaneView
+from taskqueue.store.table import _BATCH_GET_LIMIT, QueueTable, _key
+
+CONTROL_PREFIX = "queue#"
+
+
+@dataclass(frozen=True)
+class QueueControl:
+    """What operators set on a queue, and how many of its running-limit slots are held now."""
+
+    queue: str
+    paused: bool
+    running_limit: int | None  # None: no queue-wide limit
+    slots_held: int
+
+
+SLOT = "slot"  # one of a queue's RUNNING_LIMIT slots: held while one task runs
+LANE = "lane"  # one of a queue's CLAIM_LANES: held by one worker while it claims
+
+
+@dataclass(frozen=True)
+class Token:
+    """A leased token of a queue (a running-limit slot or a claim lane), held by ``owner`` until ``expires_ms``
+    unless renewed or freed."""
+
+    kind: str
+    queue: str
+    index: int
+    owner: str
+    expires_ms: int
+
+
+def control_id(queue: str) -> str:
+    return f"{CONTROL_PREFIX}{queue}"
+
+
+def token_id(kind: str, queue: str, index: int) -> str:
+    return f"{CONTROL_PREFIX}{queue}#{kind}#{index}"
+
+
+def _lanes_id(queue: str) -> str:
+    return f"{CONTROL_PREFIX}{queue}#lanes"
+
+
+def _place(token: Token) -> tuple[str, str, str]:
+    """Where a token's lease is stored: the item, and its owner and expiry attributes. Every lane of a queue lives
+    in one item (``o<i>``, ``e<i>``), read whole by each look at the lanes; each slot in an item of its own."""
+    if token.kind == LANE:
+        return _lanes_id(token.queue), f"o{token.index}", f"e{token.index}"
+    return token_id(token.kind, token.queue, token.index), "tokenOwner", "tokenExpires"
+
+
+def is_control_id(item_id: str) -> bool:
+    """Control and slot items share the table with tasks; a task id never starts with this prefix."""
+    return item_id.startswith(CONTROL_PREFIX)
+
+
+class QueueControls(QueueTable):
+    # ---- pause -----------------------------------------------------------------------------------
+
+    def pause(self, queue: str) -> None:
+        """Workers and the Matcher claim nothing from ``queue`` until ``resume``; its tasks keep their places."""
+        self._set_paused(queue, True)
+
+    def resume(self, queue: str) -> None:
+        """Claims start again at the next worker run (publish a wake-up, or let the safety net find the work)."""
+        self._set_paused(queue, False)
+
+    def is_paused(self, queue: str) -> bool:
+        response = self._call("get_item", TableName=self._table, Key=_key(control_id(queue)), ProjectionExpression="paused")
+        return bool(response.get("Item", {}).get("paused", {}).get("BOOL", False))
+
+    def control(self, queue: str) -> QueueControl:
+        limit = self.running_limit(queue)
+        now_ms = self._clock.now_ms()
+        held = 0 if limit is None else sum(1 for e in self._token_expiries(SLOT, queue, limit).values() if e > now_ms)
+        return QueueControl(queue=queue, paused=self.is_paused(queue), running_limit=limit, slots_held=held)
+
+    def _set_paused(self, queue: str, paused: bool) -> None:
+        self._settings.order_of(queue)  # an unknown queue is refused with the configured ones named
+        self._call(
+            "update_item",
+            TableName=self._table,
+            Key=_key(control_id(queue)),
+            UpdateExpression="SET paused = :p, controlUpdated = :now",
+            ExpressionAttributeValues={":p": {"BOOL": paused}, ":now": {"N": str(self._clock.now_ms())}},
+        )
+
+    # ---- the queue-wide running limit, and claim lanes: leased tokens of a queue ---------------------
+
+    def running_limit(self, queue: str) -> int | None:
+        return self._settings.running_limit_of(queue)
+
+    def acquire_slots(self, queue: str, owner: str, wanted: int, rng: random.Random | None = None) -> list[Token]:
+        """Up to ``wanted`` free slots of ``queue``'s running limit, each leased to ``owner`` for LEASE_SECONDS
+        (renewed with the task's lease, ``renew_token``). Fewer than ``wanted`` (or none) when the limit is
+        reached. Raises if the queue has no limit."""
+        limit = self.running_limit(queue)
+        if limit is None:
+            raise InvalidTaskInput(f"queue {queue!r} has no running limit (RUNNING_LIMIT): there are no slots to take")
+        expires = self._clock.now_ms() + self._settings.lease_seconds * 1000
+        return self._take_tokens(SLOT, queue, limit, owner, wanted, expires, rng or random.Random())
+
+    def take_lane(self, queue: str, owner: str, until_ms: int, rng: random.Random | None = None) -> Token | None:
+        """A claim lane of ``queue`` leased to ``owner`` until ``until_ms`` (its claim deadline); ``None`` if all
+        CLAIM_LANES lanes are held (more workers than lanes: this one claims in plain order).
+
+        Every lane of a queue lives in one item (``o<i>`` owner, ``e<i>`` lease expiry), so the view a worker reads
+        again and again costs one strongly consistent read of one small item."""
+        now_ms = self._clock.now_ms()
+        held = self._lanes_held(queue, now_ms)
+        free = [index for index in range(self._settings.claim_lanes) if index not in held]
+        (rng or random.Random()).shuffle(free)
+        for index in free:
+            lane = Token(LANE, queue, index, owner, until_ms)
+            if self._take_lease(lane, now_ms):
+                return lane
+        return None
+
+    def lane_view(self, lane: Token) -> LaneView:
+        """``lane`` among the lanes held now (the lanes of the workers claiming now)."""
+        held = self._lanes_held(lane.queue, self._clock.now_ms()) | {lane.index}
+        return LaneView(lane=lane.index, held=tuple(sorted(held)))
+
+    def free_lane(self, lane: Token) -> bool:
+        """Give a lane back at the end of a claim window; ``False`` if it was not ours any more."""
+        return self.free_token(lane)
+
+    def _lanes_held(self, queue: str, now_ms: int) -> set[int]:
+        response = self._call("get_item", TableName=self._table, Key=_key(_lanes_id(queue)), ConsistentRead=True)
+        item = response.get("Item", {})
+        return {
+            index
+            for index in range(self._settings.claim_lanes)
+            if f"e{index}" in item and int(item[f"e{index}"]["N"]) > now_ms
+        }
+
+    def renew_token(self, token: Token, expires_ms: int) -> Token | None:
+        """Move a token's lease to ``expires_ms`` (a slot moves with its task's lease); ``None`` if it is no
+        longer ours or has lapsed (a lapsed token may be another worker's any moment, as a lapsed lease)."""
+        if expires_ms <= token.expires_ms:
+            return token
+        renewed = self._token_write(
+            token,
+            "SET #e = :expires",
+            "#o = :owner AND #e = :held AND #e > :now",
+            {":held": token.expires_ms, ":expires": expires_ms, ":now": self._clock.now_ms()},
+        )
+        return Token(token.kind, token.queue, token.index, token.owner, expires_ms) if renewed else None
+
+    def free_token(self, token: Token) -> bool:
+        """Give a token back; ``False`` if it was not ours any more (its lease passed and another worker took it)."""
+        return self._token_write(token, "REMOVE #o, #e", "#o = :owner AND #e = :held", {":held": token.expires_ms})
+
+    def _take_lease(self, token: Token, now_ms: int) -> bool:
+        """Lease ``token`` to its owner if it is free (never taken, freed, or lapsed)."""
+        return self._token_write(
+            token,
+            "SET #o = :owner, #e = :expires",
+            "attribute_not_exists(#e) OR #e <= :now",
+            {":expires": token.expires_ms, ":now": now_ms},
+        )
+
+    def _token_write(self, token: Token, update: str, condition: str, numbers: dict[str, int]) -> bool:
+        """One conditional UpdateItem of a token's owner (``#o``, ``:owner``) and expiry (``#e``); ``False`` if the
+        condition lost."""
+        item_id, owner_name, expires_name = _place(token)
+        values = {":owner": {"S": token.owner}} | {name: {"N": str(value)} for name, value in numbers.items()}
+        if ":owner" not in update + condition:
+            values.pop(":owner")
+        try:
+            self._call(
+                "update_item",
+                TableName=self._table,
+                Key=_key(item_id),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#o": owner_name, "#e": expires_name},
+                ExpressionAttributeValues=values,
+            )
+        except ConditionLost:
+            return False
+        return True
+
+    def _take_tokens(
+        self, kind: str, queue: str, count: int, owner: str, wanted: int, expires_ms: int, rng: random.Random
+    ) -> list[Token]:
+        """Reads every token of a kind (one BatchGetItem), then takes free ones (never taken, freed, or past
+        their lease) in random order, which spreads concurrent workers over different tokens, with one
+        conditional write each; a token another worker took meanwhile is skipped."""
+        if wanted <= 0:
+            return []
+        now_ms = self._clock.now_ms()
+        expiries = self._token_expiries(kind, queue, count)
+        free = [index for index in range(count) if expiries.get(index, 0) <= now_ms]
+        rng.shuffle(free)
+        taken: list[Token] = []
+        for index in free:
+            if len(taken) == wanted:
+                break
+            token = Token(kind, queue, index, owner, expires_ms)
+            if self._take_lease(token, now_ms):
+                taken.append(token)
+        return taken
+
+    def _token_expiries(self, kind: str, queue: str, count: int) -> dict[int, int]:
+        """Lease expiry (epoch ms) of every held token of a kind; a token never taken or freed is absent."""
+        ids = {token_id(kind, queue, index): index for index in range(count)}
+        keys_ = [_key(i) for i in ids]
+        expiries: dict[int, int] = {}
+        for start in range(0, len(keys_), _BATCH_GET_LIMIT):
+            request = {self._table: {"Keys": keys_[start : start + _BATCH_GET_LIMIT], "ProjectionExpression": "taskId, tokenExpires"}}
+            for item in self._batch_get(request):
+                if "tokenExpires" in item:
+                    expiries[ids[item["taskId"]["S"]]] = int(item["tokenExpires"]["N"])
+        return expiries

@@ -1,0 +1,193 @@
+"""Concurrent workers spread their claims (claim lanes) and hold the queue-wide running limit, on the SERIALIZED
+moto server (one request lock: conditional writes are atomic, as in DynamoDB; plain moto is not).
+
+Each worker is a thread with its own client running Worker invocations one after another (the real claim loop),
+as ProcessTasks invocations with reserved concurrency 8 do.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from taskqueue.clock import SystemClock
+from taskqueue.errors import ConfigError
+from taskqueue.keys import Order
+from taskqueue.lease import Lease
+from taskqueue.model import Task, new_tasks, parse_create_request
+from taskqueue.settings import Settings
+from taskqueue.store import Candidate, TaskStore
+from taskqueue.worker import Worker
+from tests.serialized_moto import SerializedMoto
+from tests.support import FakeClock, create_queue_table
+
+WORKERS = 8
+CAPACITY = 3
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[SerializedMoto]:
+    with SerializedMoto() as running:
+        yield running
+
+
+class RecordingStore(TaskStore):
+    """Notes when each successful claim was sent and answered (monotonic), for the order check."""
+
+    claims: dict[str, tuple[float, float]]
+    lock = threading.Lock()
+
+    def claim(self, candidate: Candidate, owner: str, now_ms: int | None = None) -> Task | None:
+        sent = time.monotonic()
+        task = super().claim(candidate, owner, now_ms)
+        if task is not None:
+            with self.lock:
+                self.claims[task.task_id] = (sent, time.monotonic())
+        return task
+
+
+def make_tasks(settings: Settings, now_ms: int, count: int) -> list[Task]:
+    return new_tasks(parse_create_request({"queue": "work", "count": count}, settings), now_ms, settings)
+
+
+def new_queue(server: SerializedMoto, **settings: Any) -> Settings:
+    table = f"lanes-{uuid.uuid4().hex[:8]}"
+    create_queue_table(server.client(), table)
+    return Settings(queue_table_name=table, page_size=10, retry_base_seconds=0.0, runner_capacity=CAPACITY, **settings)
+
+
+def run_workers(
+    server: SerializedMoto, settings: Settings, runner: Callable[[Task], Any], claims: dict[str, tuple[float, float]]
+) -> list[Any]:
+    """``WORKERS`` threads, each invoking the worker again while it reports work left (a tail call)."""
+    barrier = threading.Barrier(WORKERS)
+    reports: list[Any] = []
+    lock = threading.Lock()
+
+    def one(index: int) -> None:
+        store = RecordingStore(server.client(), settings, SystemClock())
+        store.claims = claims
+        barrier.wait()
+        while True:
+            worker = Worker(store, runner, capacity=CAPACITY, owner=f"worker-{index}-{uuid.uuid4().hex[:6]}")
+            report = worker.run("work", claim_seconds=60)
+            with lock:
+                reports.append(report)
+            if not report.work_remains:
+                return
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not any(t.is_alive() for t in threads), "a worker did not finish"
+    return reports
+
+
+def test_eight_workers_spread_their_claims_and_keep_the_order_within_the_window(server):
+    settings = new_queue(server, claim_lanes=WORKERS, running_limit=0)  # no queue-wide limit: the herd alone
+    store = TaskStore(server.client(), settings)
+    # 240 tasks one millisecond apart: in LIFO order, a later-created task is ahead of an earlier one.
+    base = SystemClock().now_ms() - 10_000
+    tasks = [t for i in range(240) for t in make_tasks(settings, base + i, count=1)]
+    store.put_tasks(tasks)
+    rank = {t.task_id: i for i, t in enumerate(sorted(tasks, key=lambda t: t.enqueued_ms, reverse=True))}
+    assert settings.order_of("work") is Order.LIFO
+    claims: dict[str, tuple[float, float]] = {}
+    reports = run_workers(server, settings, lambda task: None, claims)
+
+    done = sum(r.succeeded for r in reports)
+    lost = sum(r.lost for r in reports)
+    assert done == 240 and set(claims) == set(rank)
+    # No herd on the head: without lanes every worker went for the same first tasks (bench: 4.6 per task).
+    assert lost / done < 0.2, f"{lost} lost claims for {done} tasks"
+    # The order bound: when a task was claimed, at most n x capacity - 1 tasks ahead of it were still unclaimed
+    # (claimable at the worker's read). A task ahead counts only if its claim was sent after this claim was
+    # answered (claims in flight together are not ordered by the server's clock).
+    window = WORKERS * CAPACITY
+    worst = 0
+    for task_id, (_, answered) in claims.items():
+        ahead_unclaimed = sum(1 for other, (sent, _) in claims.items() if rank[other] < rank[task_id] and sent > answered)
+        worst = max(worst, ahead_unclaimed)
+    assert worst <= window - 1, f"a task was claimed with {worst} claimable tasks ahead of it (bound {window - 1})"
+
+
+def test_the_queue_wide_running_limit_holds_across_eight_workers(server):
+    limit = 5
+    settings = new_queue(server, running_limit=limit, claim_lanes=WORKERS)
+    store = TaskStore(server.client(), settings)
+    store.put_tasks(make_tasks(settings, SystemClock().now_ms(), count=60))
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def legacy_system(task: Task) -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.3)  # the legacy system's work: runs overlap, so without the limit many more would run at once
+        with lock:
+            running -= 1
+
+    reports = run_workers(server, settings, legacy_system, {})
+    assert sum(r.succeeded for r in reports) == 60
+    # 8 workers x 3 runner slots each could run 24 at once: the limit keeps it at 5 across workers (more than one
+    # worker's 3 ran together, so the limit is the queue's, not a worker's).
+    assert CAPACITY < most <= limit, f"{most} tasks ran at once (limit {limit})"
+    assert store.control("work").slots_held == 0  # every slot given back
+
+
+def test_several_workers_hold_the_runners_capacity_for_the_queue_unless_told_otherwise():
+    base = Settings(queue_table_name="t", runner_capacity=3)
+    assert base.running_limit_of("work") is None  # one worker: its runner capacity is the limit, no slots needed
+    assert Settings(queue_table_name="t", runner_capacity=3, claim_lanes=8).running_limit_of("work") == 3
+    assert Settings(queue_table_name="t", claim_lanes=8, running_limit=0).running_limit_of("work") is None
+    assert Settings(queue_table_name="t", running_limit=7).running_limit_of("work") == 7
+    assert Settings.from_env({"QUEUE_TABLE_NAME": "t", "RUNNING_LIMIT": "12"}).running_limit == 12
+    with pytest.raises(ConfigError, match="RUNNING_LIMIT='-1' is not valid"):
+        Settings.from_env({"QUEUE_TABLE_NAME": "t", "RUNNING_LIMIT": "-1"})
+
+
+def test_a_crashed_workers_slot_comes_back_when_its_lease_passes(server):
+    settings = new_queue(server, running_limit=2, lease_seconds=300)
+    clock = FakeClock(SystemClock().now_ms())
+    store = TaskStore(server.client(), settings, clock)
+    store.put_tasks(make_tasks(settings, clock.now_ms(), count=3))
+    # A worker takes both slots, claims two tasks and dies: no slot is free for anyone.
+    crashed = store.acquire_slots("work", "crashed-worker", 2)
+    assert len(crashed) == 2
+    for candidate in store.candidates("work", 2):
+        assert store.claim(candidate, "crashed-worker") is not None
+    assert store.acquire_slots("work", "other-worker", 1) == []
+    report = Worker(store, lambda task: None, capacity=3, owner="other-worker", clock=clock).run("work", 5)
+    assert report.claimed == 0 and report.stopped_by == "limit" and not report.work_remains
+    # The leases pass: the two tasks and the two slots come back together; every task runs.
+    clock.advance(301)
+    report = Worker(store, lambda task: None, capacity=3, owner="other-worker", clock=clock).run("work", 5)
+    assert report.recovered == 2 and report.succeeded == 3
+    assert store.control("work").slots_held == 0
+
+
+def test_a_slot_is_renewed_with_its_tasks_lease(server):
+    settings = new_queue(server, running_limit=1, lease_seconds=300)
+    clock = FakeClock(SystemClock().now_ms())
+    store = TaskStore(server.client(), settings, clock)
+    store.put_tasks(make_tasks(settings, clock.now_ms(), count=1))
+    (slot,) = store.acquire_slots("work", "w", 1)
+    task = store.claim(store.candidates("work", 1)[0], "w")
+    assert task is not None
+    lease = Lease(task, store, "w", clock, slot)
+    clock.advance(250)
+    assert lease.renew()
+    clock.advance(100)  # past the first lease: the renewed slot still holds, so nobody else may run
+    assert store.acquire_slots("work", "other", 1) == []
+    assert lease.slot is not None and store.free_token(lease.slot)
+    assert len(store.acquire_slots("work", "other", 1)) == 1
+

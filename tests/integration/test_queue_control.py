@@ -1,0 +1,73 @@
+"""Queue control in the queue table (taskqueue/store/control.py): pause, claim lanes and running-limit slots, on
+both DynamoDB engines (``make test`` runs this module on moto and on DynamoDB Local)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from taskqueue.errors import InvalidTaskInput
+from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.store import TaskStore
+from taskqueue.worker import Worker
+
+pytestmark = pytest.mark.dynamodb_engines
+
+
+def with_settings(store: TaskStore, **changes) -> TaskStore:
+    return TaskStore(store._db, dataclasses.replace(store.settings, **changes), store._clock)
+
+
+def create(store: TaskStore, clock, count: int = 1) -> None:
+    request = parse_create_request({"queue": "work", "count": count}, store.settings)
+    store.put_tasks(new_tasks(request, clock.now_ms(), store.settings))
+
+
+def test_a_paused_queue_is_not_claimed_and_resumes_where_it_was(store, clock):
+    create(store, clock, 2)
+    assert not store.is_paused("work") and not store.control("work").paused
+    store.pause("work")
+    assert store.is_paused("work") and not store.is_paused("calls")
+    report = Worker(store, lambda task: None, capacity=3, owner="w", clock=clock).run("work", 5)
+    assert (report.claimed, report.stopped_by, report.work_remains) == (0, "paused", False)
+    assert len(store.candidates("work", 10)) == 2  # the tasks keep their places
+    store.resume("work")
+    report = Worker(store, lambda task: None, capacity=3, owner="w", clock=clock).run("work", 5)
+    assert report.succeeded == 2
+    with pytest.raises(InvalidTaskInput, match="not configured"):
+        store.pause("nope")
+
+
+def test_slots_are_taken_only_while_free_and_come_back_when_freed_or_lapsed(store, clock):
+    store = with_settings(store, running_limit=2, lease_seconds=300)
+    first = store.acquire_slots("work", "a", 5)
+    assert len(first) == 2 and {s.index for s in first} == {0, 1}
+    assert store.acquire_slots("work", "b", 1) == []
+    assert store.control("work").slots_held == 2
+    assert store.free_token(first[0])
+    assert not store.free_token(first[0])  # freed already: not ours any more
+    (again,) = store.acquire_slots("work", "b", 1)
+    assert again.index == first[0].index
+    clock.advance(301)  # the other slot's lease passes: another worker may take it
+    assert store.renew_token(first[1], clock.now_ms() + 300_000) is None
+    assert len(store.acquire_slots("work", "c", 1)) == 1
+    with pytest.raises(InvalidTaskInput, match="no running limit"):
+        with_settings(store, running_limit=0).acquire_slots("work", "a", 1)
+
+
+def test_claim_lanes_are_one_per_worker_and_show_who_claims_now(store, clock):
+    store = with_settings(store, claim_lanes=3)
+    until = clock.now_ms() + 60_000
+    lanes = [store.take_lane("work", f"w{i}", until) for i in range(4)]
+    assert all(lane is not None for lane in lanes[:3]) and lanes[3] is None  # three lanes, a fourth worker waits
+    assert sorted(lane.index for lane in lanes[:3]) == [0, 1, 2]
+    view = store.lane_view(lanes[0])
+    assert view.held == (0, 1, 2) and view.lane == lanes[0].index
+    assert store.free_lane(lanes[1])
+    assert store.lane_view(lanes[0]).held == tuple(sorted({lanes[0].index, lanes[2].index}))
+    clock.advance(61)  # the other lanes lapse at their claim deadline
+    assert store.lane_view(lanes[0]).held == (lanes[0].index,)
+    assert store.take_lane("work", "w9", clock.now_ms() + 60_000) is not None
+    # No control item is a task: listings and counts do not see them.
+    assert store.list_tasks("work").tasks == []
