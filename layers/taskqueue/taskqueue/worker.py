@@ -229,20 +229,21 @@ class Worker:
                 self._heartbeat(running.values(), report)
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
         # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
-        if report.stopped_by in ("paused", "limit"):
-            report.shed += self._store.drain_shed().get(queue, 0)
-            return report
+        if report.stopped_by not in ("paused", "limit"):
+            report.work_remains = self._work_left(queue, report)
+        report.shed += self._store.drain_shed().get(queue, 0)
+        return report
+
+    def _work_left(self, queue: str, report: WorkerReport) -> bool:
         try:
             due_in = self._due_in_seconds(queue)
-            report.work_remains = self._store.has_claimable(queue) or (
+            return self._store.has_claimable(queue) or (
                 due_in is not None and due_in < self._settings.time_budget_seconds
             )
         except TaskQueueError as exc:  # not known: tail-call rather than strand work (an empty run costs little)
             if not self._refused_for_now(report, "checking for work left", exc, then="tail-calling in case"):
                 raise
-            report.work_remains = True
-        report.shed += self._store.drain_shed().get(queue, 0)
-        return report
+            return True
 
     def _refused_for_now(self, report: WorkerReport, what: str, exc: Exception, then: str = "trying again") -> bool:
         """A read or claim DynamoDB refused for a passing reason (throttling past the SDK's retries) is logged,

@@ -234,12 +234,9 @@ class Reading(QueueTable):
                     newest = enqueued if newest is None else max(newest, enqueued)
             counts = {TaskStatus.PENDING.value: pending}
             for status in (TaskStatus.TAKEN, TaskStatus.FAILURE, TaskStatus.CANCELLED):
-                counts[status.value] = sum(
-                    self._count(STATUS_INDEX, "statusKey", keys.status_key(queue, status.value, shard))
-                    for shard in range(self._settings.queue_shards)
-                )
+                counts[status.value] = self.count(queue, status)
             if include_success:
-                counts[TaskStatus.SUCCESS.value] = self._count_scan(queue, TaskStatus.SUCCESS)
+                counts[TaskStatus.SUCCESS.value] = self.count(queue, TaskStatus.SUCCESS)
             result.append(
                 QueueStats(
                     queue=queue,
