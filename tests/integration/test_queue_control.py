@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from taskqueue.errors import InvalidTaskInput
+from taskqueue.errors import InvalidTaskInput, TaskQueueError
 from taskqueue.model import new_tasks, parse_create_request
 from taskqueue.store import TaskStore
 from taskqueue.worker import Worker
@@ -71,3 +71,39 @@ def test_claim_lanes_are_one_per_worker_and_show_who_claims_now(store, clock):
     assert store.take_lane("work", "w9", clock.now_ms() + 60_000) is not None
     # No control item is a task: listings and counts do not see them.
     assert store.list_tasks("work").tasks == []
+
+
+def test_throttled_control_reads_and_writes_slow_a_run_down_but_never_stop_or_unbound_it(store, clock):
+    # Throttling past the SDK's retries on each control request: the pause read, the lanes read, the slot read,
+    # a slot write. The run still does every task, within the limit, and counts each refusal.
+    from tests.faults import FaultyClient
+
+    faulty = FaultyClient(store._db)
+    throttled = TaskStore(faulty, dataclasses.replace(store.settings, claim_lanes=2, running_limit=2), clock)
+    create(throttled, clock, 4)
+    faulty.fail("get_item", "ThrottlingException", "ProvisionedThroughputExceededException")
+    faulty.fail("batch_get_item", "ThrottlingException")
+    running, most = 0, 0
+
+    def runner(task):
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        running -= 1
+
+    report = Worker(throttled, runner, capacity=3, owner="w", clock=clock).run("work", 30)
+    assert {code for _, code in faulty.raised} == {"ThrottlingException", "ProvisionedThroughputExceededException"}
+    assert report.succeeded == 4 and report.stopped_by == "empty", report
+    assert report.retried == len(faulty.raised) == 3
+    assert throttled.control("work").slots_held == 0 and most <= 2
+
+
+def test_slots_taken_before_a_refused_slot_write_are_given_back(store, clock):
+    from tests.faults import FaultyClient
+
+    faulty = FaultyClient(store._db)
+    limited = TaskStore(faulty, dataclasses.replace(store.settings, running_limit=3), clock)
+    faulty.fail("update_item", "", "ThrottlingException")  # the first slot write goes through, the second is refused
+    with pytest.raises(TaskQueueError):
+        limited.acquire_slots("work", "w", 3)
+    assert limited.control("work").slots_held == 0  # the first slot was freed, not left held for a lease

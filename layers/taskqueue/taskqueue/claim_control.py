@@ -5,7 +5,8 @@ the queue-wide running limit. One ``ClaimControl`` per run; the rules are in ``t
 
 A control read or write that DynamoDB refuses for a passing reason never fails the run: it is handed to the
 run's ``refused`` callback (which logs and counts it, or re-raises what is not passing) and the run goes on
-without (not paused; plain order without a lane; no slot this round).
+without (not paused; plain order without a lane). Taking slots is the exception: its refusal reaches the
+caller, which pauses and looks again.
 """
 
 from __future__ import annotations
@@ -142,15 +143,12 @@ class ClaimControl:
     # ---- the queue-wide running limit -------------------------------------------------------------
 
     def take_slots(self, wanted: int) -> list[Token] | None:
-        """Slots of the queue's running limit for up to ``wanted`` claims; ``None`` when the queue has no limit."""
+        """Slots of the queue's running limit for up to ``wanted`` claims (none: every slot is held); ``None``
+        when the queue has no limit. A refused slot read or write raises: the caller pauses and looks again (a
+        refusal is not the limit, so it must not end the run as the limit does)."""
         if self._store.running_limit(self._queue) is None:
             return None
-        try:
-            return self._store.acquire_slots(self._queue, self._owner, wanted, self._rng)
-        except TaskQueueError as exc:
-            if not self._refused("taking running-limit slots", exc, "looking again"):
-                raise
-            return []
+        return self._store.acquire_slots(self._queue, self._owner, wanted, self._rng)
 
     def free_slot(self, slot: Token) -> bool:
         """Give a slot back; ``False`` if that failed (it lapses with its lease: the limit is one lower till then)."""

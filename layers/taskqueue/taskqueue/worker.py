@@ -184,7 +184,13 @@ class Worker:
                 fresh = [c for c in candidates if c.task_id not in stale]
                 report.skipped += len(candidates) - len(fresh)
                 order = control.plan(fresh, self._capacity)
-                slots = control.take_slots(min(free, len(order))) if order else None
+                try:
+                    slots = control.take_slots(min(free, len(order))) if order else None
+                except TaskQueueError as exc:  # not the limit: a refused slot read or write; pause, look again
+                    if not self._refused_for_now(report, "taking running-limit slots", exc):
+                        raise
+                    self._clock.sleep(min(left, self._refusal_pause()))
+                    continue
                 if slots is not None:
                     if not slots:  # the queue-wide running limit is reached: other workers' tasks hold every slot
                         report.limited += 1

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass
 
 from taskqueue.dynamo import ConditionLost
-from taskqueue.errors import InvalidTaskInput
+from taskqueue.errors import InvalidTaskInput, TaskQueueError
 from taskqueue.lanes import LaneView
 from taskqueue.store.table import _BATCH_GET_LIMIT, QueueTable, _key
 
@@ -220,12 +220,21 @@ class QueueControls(QueueTable):
         free = [index for index in range(count) if expiries.get(index, 0) <= now_ms]
         rng.shuffle(free)
         taken: list[Token] = []
-        for index in free:
-            if len(taken) == wanted:
-                break
-            token = Token(kind, queue, index, owner, expires_ms)
-            if self._take_lease(token, now_ms):
-                taken.append(token)
+        try:
+            for index in free:
+                if len(taken) == wanted:
+                    break
+                token = Token(kind, queue, index, owner, expires_ms)
+                if self._take_lease(token, now_ms):
+                    taken.append(token)
+        except TaskQueueError:
+            # Refused midway: give back what was taken, or it would stay held for a whole lease, unused.
+            for token in taken:
+                try:
+                    self.free_token(token)
+                except TaskQueueError:
+                    pass  # it lapses with its lease
+            raise
         return taken
 
     def _token_expiries(self, kind: str, queue: str, count: int) -> dict[int, int]:
