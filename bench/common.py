@@ -167,6 +167,7 @@ class TemplateValues:
     worker_memory_mb: int
     trigger_memory_mb: int
     insert_only_filter: bool
+    worker_linger_seconds: float
 
 
 def template_values() -> TemplateValues:
@@ -199,6 +200,7 @@ def template_values() -> TemplateValues:
         worker_memory_mb=worker.memory,
         trigger_memory_mb=trigger.memory,
         insert_only_filter=insert_only,
+        worker_linger_seconds=float(p["WorkerLingerSeconds"]),
     )
 
 

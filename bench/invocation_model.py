@@ -8,20 +8,29 @@ Modelled, in virtual time (no emulator, no real code), for the product and for t
   passes everything: its Trigger filters in code); records are gathered until ``BatchSize`` or until
   ``MaximumBatchingWindowInSeconds`` after the first one, read by a poller 4 times a second, one batch in
   flight per shard (one shard: these rates never split a stream);
-- **Trigger**: one invocation per batch; it publishes one wake-up on WorkerWakeUpTopic when the batch holds
-  an INSERT (both designs), and one per tail call it receives on TriggerTopic; the product's safety-net
-  schedule invokes it every ``SafetyNetScheduleRate`` and it wakes the worker when claimable tasks wait;
+- **Trigger**: one invocation per batch. The seed publishes one wake-up on WorkerWakeUpTopic when the batch holds
+  an INSERT, and one per tail call it receives on TriggerTopic. In the product the stream is a backstop of the
+  wake-up handshake: Trigger wakes the worker only when no worker watches the queue and no wake-up is in flight
+  (one consistent read); so does its safety-net schedule (every ``SafetyNetScheduleRate``);
+- **the product's producers** (the wake-up handshake, docs/wakeups.md): after writing its task a producer touches
+  the queue's record (one request); if no worker watches and no wake-up is in flight it claims the wake-up (one
+  request) and publishes it on WorkerWakeUpTopic; a wake-up is in flight until a worker starts watching, or 10 s;
 - **SNS -> ProcessTasks**: asynchronous invocations of a function with reserved concurrency 1: a wake-up
   that finds the worker running is throttled and retried after 1, 2, 4, ... s (at most 5 min apart) until it
   is older than the function's ``MaximumEventAgeInSeconds`` (product 300 s, seed 60 s), then dropped;
 - **the worker**, as each design's code behaves (request latency ``request_seconds`` each): the product
-  recovers leases, reads the ready and delayed partitions, claims while the runner has a free slot, completes,
-  stops at an empty queue or at its 60 s budget (then tail-calls if work remains); the seed reads a page of
+  starts watching its queue (one request), recovers leases, reads the ready and delayed partitions, claims while
+  the runner has a free slot, completes; on an empty queue it lingers ``WorkerLingerSeconds``, reading the record
+  every 0.5 s, and takes whatever arrives meanwhile; then stops (one conditional request, not before the index's
+  lag allowance after the last write); at its budget it stops watching and tail-calls straight to
+  WorkerWakeUpTopic if work remains (claiming the wake-up as a producer does); the seed reads a page of
   10, starts one task every 200 ms, bounces a task when the runner is full, waits for the page to settle and
   500 ms more, stops at an empty page or after 59 s (tail call);
 - **the runner**: ``runner_capacity`` tasks at once, ``runner_seconds`` each (0 = a runner that keeps up).
 
-Template values (batch size, window, safety net, budget, page size, concurrency, event age, memory) come
+Every claim records its task's wait from creation (create -> first claim), in virtual seconds.
+
+Template values (batch size, window, safety net, budget, page size, concurrency, event age, memory, linger) come
 from template.yaml (``bench.common.template_values``); the seed's from its own template as DESIGN.md and
 its article describe it. Durations feed Lambda GB-seconds in the dollar model; they are the model's, not a
 measurement on AWS. The run also returns a *trace* (arrival times, worker invocation starts, safety-net
@@ -38,6 +47,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from bench.common import percentile
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,12 @@ class DesignModel:
     seed_loop: bool  # the seed's page loop (200 ms stagger, 500 ms pause, bounce when full)
     stagger_seconds: float = 0.2
     pause_seconds: float = 0.5
+    # The product's wake-up handshake (False: the stream is the wake-up path, as before it).
+    handshake: bool = False
+    linger_seconds: float = 0.0
+    linger_poll_seconds: float = 0.5
+    index_lag_allowance_seconds: float = 1.0
+    wake_in_flight_seconds: float = 10.0
 
 
 def product_model(values: Any) -> DesignModel:
@@ -73,6 +90,8 @@ def product_model(values: Any) -> DesignModel:
         worker_memory_mb=values.worker_memory_mb,
         trigger_memory_mb=values.trigger_memory_mb,
         seed_loop=False,
+        handshake=True,
+        linger_seconds=values.worker_linger_seconds,
     )
 
 
@@ -128,6 +147,8 @@ class ModelResult:
     worker_starts: list[float] = field(default_factory=list)
     safety_net_ticks: list[float] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
+    claim_waits: list[float] = field(default_factory=list)  # create -> first claim of every task (virtual s)
+    handshake_requests: Counter = field(default_factory=Counter)  # producer touch / claim, worker watch / stop / poll
 
     def per_thousand(self, function: str) -> float:
         return 1000.0 * self.invocations[function] / self.tasks
@@ -152,6 +173,10 @@ class ModelResult:
             # How long the last task took to finish, over how long the tasks took to arrive: ~1 when the
             # design keeps up, more when its own loop is the bottleneck.
             "finish_over_arrival": self.seconds / self.arrivals[-1] if self.arrivals else float("nan"),
+            "claim_wait_p50": percentile(self.claim_waits, 50),
+            "claim_wait_p95": percentile(self.claim_waits, 95),
+            "claim_wait_max": max(self.claim_waits, default=float("nan")),
+            "handshake_requests_per_task": {k: v / self.tasks for k, v in self.handshake_requests.items()},
         }
 
 
@@ -176,6 +201,10 @@ class _Sim:
         self.first_at: float | None = None
         self.esm_busy = False
         self.worker_busy = False
+        self.watching = False  # a product worker watches the queue (the wake-up handshake)
+        self.in_flight_until = -1.0  # a product wake-up claimed and published, not yet answered by a watch
+        self.last_write = -1e9  # the last producer's touch of the record
+        self.seed_claimed: set[float] = set()  # creation times of the seed's tasks claimed at least once
         self.result = ModelResult(model.name, rate, tasks, 0, 0, 0.0)
 
     # ---- plumbing ---------------------------------------------------------------------------------
@@ -221,6 +250,20 @@ class _Sim:
         self.pending.append(self.now)
         self.result.arrivals.append(self.now)
         self.record("INSERT")
+        if self.m.handshake:
+            self.last_write = self.now
+            self.result.handshake_requests["producer touch"] += 1
+            if not self.watching:
+                self.wake_if_idle("producer", delay=self.p.request_seconds)
+
+    def wake_if_idle(self, requester: str, delay: float = 0.0) -> bool:
+        """The product's wake-up, unless a worker watches or one is in flight: claim it (a request), publish."""
+        if self.watching or self.now < self.in_flight_until:
+            return False
+        self.result.handshake_requests[f"{requester} claim"] += 1
+        self.in_flight_until = self.now + self.m.wake_in_flight_seconds
+        self.at(self.now + delay + self.p.request_seconds + self.p.publish_seconds, self.wake)
+        return True
 
     def poll(self) -> None:
         if not self.done():
@@ -235,12 +278,16 @@ class _Sim:
         self.result.delivered_records += len(batch)
         self.esm_busy = True
         wakes = "INSERT" in batch
+        if self.m.handshake:  # a backstop: a consistent read of the record, a wake-up only for an idle queue
+            wakes = wakes and bool(self.pending) and not self.watching and self.now >= self.in_flight_until
         duration = self.p.trigger_base_seconds + (self.p.publish_seconds if wakes else 0.0)
         self.invoked("Trigger", duration, self.m.trigger_memory_mb, "stream")
 
         def finish() -> None:
             self.esm_busy = False
-            if wakes:
+            if wakes and self.m.handshake:
+                self.wake_if_idle("stream")
+            elif wakes:
                 self.wake()
 
         self.at(self.now + duration, finish)
@@ -274,9 +321,13 @@ class _Sim:
         self.result.safety_net_ticks.append(self.now)
         # Lease recovery and a claimable check per queue (work, calls): 3 queries each.
         wakes = bool(self.pending)
+        if self.m.handshake:
+            wakes = wakes and not self.watching and self.now >= self.in_flight_until
         duration = self.p.trigger_base_seconds + 6 * self.p.request_seconds + (self.p.publish_seconds if wakes else 0)
         self.invoked("Trigger", duration, self.m.trigger_memory_mb, "safety-net")
-        if wakes:
+        if wakes and self.m.handshake:
+            self.wake_if_idle("safety-net", delay=duration)
+        elif wakes:
             self.at(self.now + duration, self.wake)
 
     # ---- the worker's asynchronous invocations ------------------------------------------------------
@@ -301,11 +352,13 @@ class _Sim:
     def end_invocation(self, start: float, tail: bool) -> None:
         self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb)
         self.worker_busy = False
-        if tail:
+        if tail and self.m.handshake:
+            self.wake_if_idle("tail-call")  # straight to WorkerWakeUpTopic, unless a producer's wake-up is on its way
+        elif tail:
             self.tail_call()
 
     def take_newest(self) -> None:
-        self.pending.pop()
+        self.result.claim_waits.append(self.now - self.pending.pop())
 
     def complete_later(self, seconds: float) -> None:
         self.running += 1
@@ -318,14 +371,22 @@ class _Sim:
 
         self.at(self.now + seconds, finish)
 
-    # The product's Worker.run: recover leases (1 query); loop: read the ready and delayed partitions
-    # (2 queries), claim while the runner has a free slot (1 write each, completed by a runner thread with 1
-    # write), wait for a slot or for arrivals while tasks run; stop when nothing runs and nothing waits, or at
-    # the budget (then wait for running tasks); last, next_due + has_claimable (3 queries), tail call if
+    # The product's Worker.run: watch the queue (1 request), recover leases (1 query); loop: read the ready and
+    # delayed partitions (2 queries), claim while the runner has a free slot (1 write each, completed by a runner
+    # thread with 1 write), wait for a slot or for arrivals while tasks run; on an empty queue linger (a record
+    # read every poll; an arrival noticed ends the wait), then stop watching (1 conditional write, not before
+    # the index's lag allowance after the last write; an arrival since makes it fail: look again); at the budget,
+    # stop watching and wait for running tasks; last, next_due + has_claimable (3 queries), tail call if
     # claimable work remains.
     def product_invocation(self, start: float) -> None:
         req = self.p.request_seconds
         deadline = start + self.m.budget_seconds
+        if self.m.handshake:
+            self.watching = True
+            self.in_flight_until = -1.0  # the watch answers the wake-up in flight
+            self.result.handshake_requests["worker watch"] += 1
+            self.now_plus(req)
+        linger_since: list[float | None] = [None]
 
         def step() -> None:
             if self.now >= deadline:
@@ -337,14 +398,46 @@ class _Sim:
             if not self.pending:
                 if self.running:
                     return self.at(self.now + min(1.0, max(self.runner_seconds, 0.05)), step)
-                return finish()
+                return linger() if self.m.handshake else finish()
+            linger_since[0] = None
             for _ in range(min(free, len(self.pending))):
                 self.take_newest()
                 self.record("MODIFY")
                 self.complete_later(req + self.runner_seconds + req)
             self.at(self.now + req * min(free, 10), step)
 
+        def linger() -> None:
+            if linger_since[0] is None:
+                linger_since[0] = self.now
+            lingered = self.now - linger_since[0]
+            if lingered < self.m.linger_seconds and self.now < deadline:
+                nxt = min(self.now + self.m.linger_poll_seconds, linger_since[0] + self.m.linger_seconds, deadline)
+                return self.at(nxt, poll)
+            if self.now >= deadline:
+                return drain()
+            due = self.last_write + self.m.index_lag_allowance_seconds
+            if self.now < due:  # the last empty look may not have seen the last write: look once more then
+                return self.at(min(due, deadline), step)
+            self.result.handshake_requests["worker stop"] += 1
+            self.now_plus(req)
+            if self.pending:  # a producer touched the record since: the conditional stop fails, look again
+                linger_since[0] = None
+                return step()
+            self.watching = False
+            finish()
+
+        def poll() -> None:
+            self.result.handshake_requests["worker poll"] += 1
+            self.now_plus(req)
+            if self.pending:
+                linger_since[0] = None
+                return step()
+            linger()
+
         def drain() -> None:
+            if self.watching:
+                self.watching = False
+                self.result.handshake_requests["worker stop"] += 1
             if self.running:
                 return self.at(self.now + 0.05, drain)
             finish()
@@ -365,6 +458,7 @@ class _Sim:
     def seed_invocation(self, start: float) -> None:
         req = self.p.request_seconds
         active = [0]
+        claimed = self.seed_claimed
 
         def page() -> None:
             reached = self.now - start >= self.m.budget_seconds
@@ -384,6 +478,9 @@ class _Sim:
         def one(created: float, settled: list[int], batch: int, longest: list[float]) -> None:
             self.now_plus(req)
             self.record("MODIFY")  # PENDING -> TAKEN
+            if created not in claimed:  # create -> first claim (a bounced task is claimed again later)
+                claimed.add(created)
+                self.result.claim_waits.append(self.now - created)
             if active[0] >= self.m.runner_capacity:
                 self.now_plus(req)
                 self.record("MODIFY")  # TAKEN -> PENDING: the bounce

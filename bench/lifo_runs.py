@@ -45,7 +45,8 @@ from bench.cost_meter import CostMeter, Totals, summarize  # noqa: E402
 from bench.invocation_model import product_model, seed_model, simulate  # noqa: E402
 from bench.seed_lifo import SeedLifo, SeedRunner, create_seed_table  # noqa: E402
 from taskqueue import worker as worker_module  # noqa: E402
-from taskqueue.model import new_tasks, parse_create_request  # noqa: E402
+from taskqueue.create import create_tasks  # noqa: E402
+from taskqueue.model import parse_create_request  # noqa: E402
 from taskqueue.runner import FakeLegacySystem  # noqa: E402
 from taskqueue.services import Services  # noqa: E402
 from taskqueue.settings import Settings  # noqa: E402
@@ -96,6 +97,9 @@ class CountingNotifier:
         self.wakeups += 1
         return "stub"
 
+    def wake_queue(self, queue: str, reason: str, *_correlation: Any) -> str:
+        return self.wake_worker(queue, reason)
+
 
 class ProductLifo:
     """The product's queue "work" as its handlers drive it."""
@@ -116,8 +120,10 @@ class ProductLifo:
         self.invocations = 0
 
     def create(self, count: int = 1) -> None:
+        """A producer's request as CreateTasks makes it: the tasks, then the wake-up handshake (its record writes
+        are metered; what its wake-ups cause is the invocation model's business)."""
         request = parse_create_request({"queue": QUEUE, "count": count, "ttlSeconds": self.ttl_seconds}, self.settings)
-        self.store.put_tasks(new_tasks(request, self.clock.now_ms(), self.settings))
+        create_tasks(request, self.store, self.clock.now_ms(), None, self.services.waker)
 
     def invoke_worker(self) -> Any:
         process, _ = handlers()

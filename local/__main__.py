@@ -6,6 +6,7 @@ import argparse
 import base64
 import json
 import logging
+import random
 import sys
 import time
 import urllib.error
@@ -79,6 +80,11 @@ def demo(args: argparse.Namespace) -> int:
     if scenario.get("kind") == "callcenter":
         return callcenter_demo(args, scenario)
     params = {**scenario_parameters(scenario), **parse_overrides(args.param_overrides)}
+    # "arrivals": "poisson": one task per CreateTasks invocation at Poisson times (the scenario's rate), as a
+    # user's system would send them, instead of the schedule's batch every scaled minute.
+    poisson = random.Random(scenario.get("seed", 1)) if scenario.get("arrivals") == "poisson" else None
+    if poisson:
+        params["CreateTasksScheduleState"] = "DISABLED"
     out = Path(args.out)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = f"{scenario['name']}-{stamp}"
@@ -98,6 +104,7 @@ def demo(args: argparse.Namespace) -> int:
               + (f"; skipped {', '.join(engine.skipped)}" if engine.skipped else ""))
         start = time.monotonic()
         bursts = sorted(scenario.get("bursts", []), key=lambda b: b["at_seconds"])
+        next_arrival = poisson.expovariate(scenario["arrival_per_second"]) if poisson else float("inf")
         last_print = 0.0
         draining = False
         drain_started = 0.0
@@ -106,6 +113,9 @@ def demo(args: argparse.Namespace) -> int:
             while bursts and t >= bursts[0]["at_seconds"]:
                 burst = bursts.pop(0)
                 engine.invoke_async("CreateTasksFunction", {"queue": "work", "count": burst["count"]})
+            while poisson and not draining and t >= next_arrival:
+                engine.invoke_async("CreateTasksFunction", {"queue": "work"})
+                next_arrival += poisson.expovariate(scenario["arrival_per_second"])
             if not draining and t >= scenario["duration_seconds"]:
                 draining, drain_started = True, t
                 for schedule in engine.schedules:
@@ -116,6 +126,9 @@ def demo(args: argparse.Namespace) -> int:
             if t - last_print >= (1.0 if tty else 10.0):
                 _line(progress(engine, t), tty)
                 last_print = t
+            if poisson and not draining:
+                time.sleep(max(0.0, min(0.5, next_arrival - (time.monotonic() - start))))
+                continue
             if draining:
                 c = engine.observer.counts()
                 if (c["PENDING"] == 0 and c["TAKEN"] == 0 and not any(m.pending() for m in engine.mappings)) or t - drain_started > scenario.get("drain_timeout_seconds", 60):

@@ -76,7 +76,8 @@ class Observer:
                 updated = _n(new, "taskUpdated") or int(now * 1000)
                 track.claims += 1
                 self.claims.append({"t": now - self.started, "age_ms": updated - track.created_ms, "task_id": task_id,
-                                    "queue": track.queue, "newer_waiting": self._newer_waiting(track, updated)})
+                                    "queue": track.queue, "newer_waiting": self._newer_waiting(track, updated),
+                                    "first": track.claims == 1})
             if after in FINAL and before not in FINAL:
                 self.finishes.append((now - self.started, after))
             if before == "PENDING" and after == "SHED":

@@ -2,13 +2,15 @@
 
 ``FaultyClient`` wraps a boto3 client: each listed operation raises, in order, the ``ClientError`` codes
 queued for it (as botocore raises them once its own retries are spent), then behaves normally.
-``ttl_sweep`` deletes what DynamoDB's TTL would delete at a given time, by the attribute the template names.
+``on_item(task_id)`` limits a fault to the requests on one item (the queue's control item takes writes of its
+own: the wake-up handshake). ``ttl_sweep`` deletes what DynamoDB's TTL would delete at a given time, by the attribute the template names.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -20,14 +22,19 @@ class FaultyClient:
     def __init__(self, client: Any) -> None:
         self._client = client
         self._faults: dict[str, list[str]] = defaultdict(list)
+        self._when: dict[str, Callable[[dict[str, Any]], bool]] = {}
         self._lock = threading.Lock()
         self.raised: list[tuple[str, str]] = []
         self.calls: list[str] = []  # every operation asked for, in order
+        self.requests: list[tuple[str, dict[str, Any]]] = []  # every operation with its arguments, in order
 
-    def fail(self, operation: str, *codes: str) -> FaultyClient:
-        """Make the next calls of ``operation`` raise ``codes``, one per call."""
+    def fail(self, operation: str, *codes: str, when: Callable[[dict[str, Any]], bool] | None = None) -> FaultyClient:
+        """Make the next calls of ``operation`` raise ``codes``, one per call; with ``when``, only the calls whose
+        request it accepts (e.g. those on one task's item)."""
         with self._lock:
             self._faults[operation].extend(codes)
+            if when is not None:
+                self._when[operation] = when
         return self
 
     def __getattr__(self, name: str) -> Any:
@@ -38,7 +45,10 @@ class FaultyClient:
         def call(*args: Any, **kwargs: Any) -> Any:
             with self._lock:
                 self.calls.append(name)
-                code = self._faults[name].pop(0) if self._faults.get(name) else None
+                self.requests.append((name, kwargs))
+                when = self._when.get(name)
+                chosen = self._faults.get(name) and (when is None or when(kwargs))
+                code = self._faults[name].pop(0) if chosen else None
                 if code:
                     self.raised.append((name, code))
             if code:
@@ -46,6 +56,18 @@ class FaultyClient:
             return real(*args, **kwargs)
 
         return call
+
+
+def on_item(task_id: str) -> Callable[[dict[str, Any]], bool]:
+    """A ``when`` for ``FaultyClient.fail``: the requests whose Key is the item ``task_id``."""
+    return lambda request: request.get("Key", {}).get("taskId", {}).get("S") == task_id
+
+
+def on_tasks(request: dict[str, Any]) -> bool:
+    """A ``when`` for ``FaultyClient.fail``: requests on task items, not on a queue's control items (the wake-up
+    handshake writes those at the start and end of every run)."""
+    task_id = request.get("Key", {}).get("taskId", {}).get("S")
+    return task_id is not None and not task_id.startswith("queue#")
 
 
 def ttl_attribute() -> str:

@@ -17,6 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from taskqueue.create import create_tasks
+from taskqueue.handshake.producer import FAILED, WOKEN
 from taskqueue.model import parse_create_event
 from taskqueue.services import Services
 
@@ -37,12 +38,17 @@ def handle(event: Any, svc: Services, request_id: str | None = None) -> dict[str
     # A schedule with Input delivers the Input as it is (a request); one without delivers the whole Scheduled
     # Event, whose detail is always {}: the default request.
     request = parse_create_event(event, svc.settings)
-    summary = create_tasks(request, svc.store, svc.clock.now_ms(), request_id)
+    # Then wakes the queue's worker itself unless one watches the queue (the wake-up handshake).
+    summary = create_tasks(request, svc.store, svc.clock.now_ms(), request_id, svc.waker)
     metrics.add_dimension(name="queue", value=request.queue)
     metrics.add_metric(name="TasksCreated", unit=MetricUnit.Count, value=summary.created)
+    metrics.add_metric(name="Wakeups", unit=MetricUnit.Count, value=int(summary.wakeup == WOKEN))
+    # A wake-up not sent is logged by the layer and left to the backstops (the stream, the safety net): counted here.
+    metrics.add_metric(name="WakeupsFailed", unit=MetricUnit.Count, value=int(summary.wakeup == FAILED))
     logger.info(
         "tasks created",
-        extra={"queue": request.queue, "tasks_created": summary.created, "already_existed": summary.already_existed},
+        extra={"queue": request.queue, "tasks_created": summary.created, "already_existed": summary.already_existed,
+               "wakeup": summary.wakeup},
     )
     return summary.as_dict()
 

@@ -68,8 +68,8 @@ def run_matcher(
 ) -> MatchReport:
     matcher = Matcher(svc.base.store, svc.agents, owner=owner, clock=svc.base.clock)
     report = matcher.run(budget_seconds)
-    if report.work_remains:
-        svc.base.notifier.wake(report.queue, correlation=correlation)
+    if report.work_remains:  # a tail call: unless a producer's wake-up is on its way, or a matcher watches already
+        svc.base.waker.if_idle(report.queue, "tail-call", correlation)
     emit_metrics(report)
     logger.info("matcher finished", extra={k: v for k, v in asdict(report).items() if k != "wait_times_ms"})
     return report

@@ -41,12 +41,15 @@ def handle(event: Any, remaining_seconds: float, owner: str, svc: Services, task
     svc.settings.check_served(queue)
     correlation = of_event(event, owner)  # the chain this wake-up belongs to: logged, and passed on by a tail call
     log_under(logger, correlation)
-    worker = Worker(svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock)
+    worker = Worker(
+        svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock,
+        call_for_help=lambda q: svc.notifier.wake_queue(q, "help", correlation),
+    )
     report = worker.run(
         queue, claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds), hold_seconds=remaining_seconds
     )
-    if report.work_remains:
-        svc.notifier.wake(queue, correlation=correlation)
+    if report.work_remains:  # a tail call: unless a producer's wake-up is on its way, or a worker watches already
+        svc.waker.if_idle(queue, "tail-call", correlation)
     emit_metrics(report)
     logger.info("worker finished", extra={k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
     return report
@@ -65,6 +68,7 @@ def emit_metrics(report: WorkerReport) -> None:
         ("LeasesRenewed", report.leases_renewed),
         ("WorkerRetries", report.retried),
         ("TailCalls", int(report.work_remains)),
+        ("HelpersWoken", report.helpers_woken),
     ), "AgeAtClaim", report.claim_ages_ms)
 
 

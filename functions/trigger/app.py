@@ -57,7 +57,8 @@ class NotProcessed(Exception):
 
 
 def handle_stream(event: Mapping[str, Any], context: LambdaContext, svc: Services) -> dict[str, Any]:
-    wakeups = Wakeups(svc.notifier, "stream")
+    # The stream is the backstop of the producers' own wake-ups: it wakes only a queue nobody watches.
+    wakeups = Wakeups(svc.notifier, "stream", svc.waker)
     counts: Counter[tuple[str, str]] = Counter()  # (metric, queue) -> count, emitted when the batch is done
     first_failure: list[str] = []
 

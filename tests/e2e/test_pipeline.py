@@ -79,20 +79,31 @@ def test_tail_calls_keep_processing_past_one_invocation_budget(start_engine):
     runs = invocations(engine, "ProcessTasksFunction")
     assert len(runs) >= 2
     assert any(r["result"] and r["result"]["work_remains"] for r in runs)
-    # The tail call went ProcessTasks -> TriggerTopic -> Trigger (an SNS invocation), with no schedule running.
-    assert invocations(engine, "TriggerFunction", "sns")
+    # The tail call went straight from ProcessTasks to WorkerWakeUpTopic and on to ProcessTasks (SNS invocations),
+    # with no Trigger relay and no schedule running.
+    assert len(invocations(engine, "ProcessTasksFunction", "sns")) == len(runs)
+    assert invocations(engine, "TriggerFunction", "sns") == []
     assert not engine.schedules or all(s.fired == 0 for s in engine.schedules)
 
 
 def test_throttled_process_tasks_invocation_loses_no_work(start_engine):
-    engine = start_engine({"ProcessTasksConcurrency": 1, "FakeRunnerDurationSeconds": 1, "RunnerCapacity": 1,
+    """A wake-up that arrives while the one ProcessTasks instance still runs is throttled and retried, not lost.
+    While a worker watches the queue nobody sends one; once its budget is over it stops watching and finishes its
+    running task, and a producer writing then wakes the queue: that wake-up meets the busy instance."""
+    engine = start_engine({"ProcessTasksConcurrency": 1, "FakeRunnerDurationSeconds": 5, "RunnerCapacity": 1,
                            "TimeBudgetSeconds": 2, "TriggerBatchingWindowSeconds": 0})
-    ids = create(engine, count=2)
-    # While the one ProcessTasks instance works, more tasks arrive and their wake-ups are throttled.
-    assert engine.wait_for(lambda: engine.pools["ProcessTasksFunction"].busy == 1, timeout=20)
-    for _ in range(3):
-        ids += create(engine, count=1)
-    assert engine.wait_for(lambda: settled(engine) and engine.observer.counts()["created"] == len(ids), timeout=60), \
+    ids = create(engine, count=1)
+    table = engine.template.resolver.refs["QueueTable"]
+
+    def watched() -> bool:
+        item = engine.ddb.get_item(TableName=table, Key={"taskId": {"S": "queue#work"}}, ConsistentRead=True).get("Item", {})
+        return "watcher" in item
+
+    assert engine.wait_for(watched, timeout=20)  # the instance watches the queue while it claims ...
+    # ... then its budget is over: it stops watching and finishes its running task
+    assert engine.wait_for(lambda: not watched() and engine.pools["ProcessTasksFunction"].busy == 1, timeout=20)
+    ids += create(engine, count=1) + create(engine, count=1)
+    assert engine.wait_for(lambda: settled(engine) and engine.observer.counts()["created"] == len(ids), timeout=90), \
         engine.observer.counts()
     assert all(engine.observer.outcome_of(t) == "SUCCESS" for t in ids)
     stats = engine.stats()["functions"]["ProcessTasksFunction"]

@@ -16,6 +16,7 @@ from taskqueue.errors import TaskQueueError
 from taskqueue.notify import Notifier
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
+from taskqueue.store.control import control_id, is_control_id
 from tests.agent_support import create_agent_table
 from tests.conftest import TABLE, make_settings
 from tests.support import template
@@ -42,11 +43,13 @@ WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWrit
 
 
 class RequestSpy:
-    """Records the operation name of every request a boto3 client sends (botocore's before-call event)."""
+    """Records the operation name (and the queue table item it names) of every request a boto3 client makes."""
 
     def __init__(self, *clients: Any) -> None:
         self.calls: list[str] = []
-        self._hooks = [(client, f"before-call.{client.meta.service_model.endpoint_prefix}") for client in clients]
+        self.keys: list[str | None] = []  # the queue table item each call names (its Key's taskId), if one
+        # before-parameter-build: the operation and its arguments as the code passed them (Key included).
+        self._hooks = [(client, f"before-parameter-build.{client.meta.service_model.endpoint_prefix}") for client in clients]
         for client, event in self._hooks:
             client.meta.events.register(event, self._record)
 
@@ -54,17 +57,24 @@ class RequestSpy:
         for client, event in self._hooks:
             client.meta.events.unregister(event, self._record)
 
-    def _record(self, model: Any, **_: Any) -> None:
+    def _record(self, model: Any, params: Any = None, **_: Any) -> None:
         self.calls.append(model.name)
+        key = params.get("Key", {}).get("taskId", {}).get("S") if isinstance(params, dict) else None
+        self.keys.append(key)
 
     def writes(self) -> list[str]:
         return [name for name in self.calls if name in WRITES]
+
+    def task_writes(self) -> list[str]:
+        """Writes other than to a queue's control item (the wake-up handshake's record)."""
+        return [name for name, key in zip(self.calls, self.keys) if name in WRITES and not (key and is_control_id(key))]
 
     def publishes(self) -> list[str]:
         return [name for name in self.calls if name == "Publish"]
 
     def clear(self) -> None:
         self.calls.clear()
+        self.keys.clear()
 
 
 def invoke(call: Callable[[], T]) -> tuple[T | None, TaskQueueError | None]:
@@ -93,6 +103,17 @@ def scan(client: Any, table: str) -> list[dict[str, Any]]:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     return sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+
+
+def is_task(item: dict[str, Any]) -> bool:
+    """A task item, not a queue's control item (which holds pause and the wake-up handshake's record)."""
+    return not is_control_id(item["taskId"]["S"])
+
+
+def forget_wake_records(client: Any) -> None:
+    """Delete the queues' control items, so the next example starts from an idle queue nobody has woken."""
+    for queue in ("work", "calls"):
+        client.delete_item(TableName=TABLE, Key={"taskId": {"S": control_id(queue)}})
 
 
 def _moto_table(client: Any, table: str) -> Any:

@@ -21,7 +21,7 @@ from taskqueue import schema
 from taskqueue.model import new_tasks, parse_create_request
 from tests.conftest import TABLE
 from tests.fuzz.strategies import garbage_events, json_values, mutated, near
-from tests.fuzz.support import RequestSpy, fuzz, fuzz_services, invoke, scan
+from tests.fuzz.support import RequestSpy, forget_wake_records, fuzz, fuzz_services, invoke, scan
 from tests.support import LambdaContextStub, load_event, load_function, metric_totals
 
 app = load_function("trigger")
@@ -164,12 +164,14 @@ def test_stream_batches_process_the_good_records_and_fail_only_what_a_retry_can_
     svc, sns, spy = world
     kind, records, down = case
     event = records if kind == "event" else {"Records": [record for _, record in records]}
+    forget_wake_records(svc.store._db)  # every example starts with no queue woken: each wake-up is published
     sns.published.clear()
     sns.down = down
     spy.clear()
     capsys.readouterr()
     result, error = run(event)
-    assert spy.writes() == [], "the stream path never writes the table"
+    # The stream path writes no task; only a queue's control item, to claim the wake-up it sends.
+    assert spy.task_writes() == [], "the stream path never writes a task"
     assert set(sns.published) <= set(QUEUES) and len(sns.published) == len(set(sns.published)), sns.published
     if kind == "event":
         if error is None and isinstance(result, dict) and "batchItemFailures" in result:
@@ -299,6 +301,7 @@ def claimable(world, fuzz_dynamodb) -> list[dict[str, Any]]:
 def test_exactly_a_scheduled_event_runs_the_safety_net(world, claimable, fuzz_dynamodb, event):
     dynamodb = fuzz_dynamodb
     svc, sns, spy = world
+    forget_wake_records(dynamodb)  # every example starts with no queue woken
     sns.published.clear()
     sns.down = ()
     spy.clear()

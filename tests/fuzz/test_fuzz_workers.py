@@ -22,7 +22,7 @@ from taskqueue.store import TaskStore
 from tests.agent_support import AGENT_TABLE, profile
 from tests.conftest import TABLE
 from tests.fuzz.strategies import garbage_events, json_values, near
-from tests.fuzz.support import RequestSpy, fuzz, fuzz_services, invoke, scan
+from tests.fuzz.support import RequestSpy, fuzz, fuzz_services, invoke, is_task, scan
 from tests.support import LambdaContextStub, load_event, load_function
 
 process_tasks = load_function("process_tasks")
@@ -93,14 +93,14 @@ def test_process_tasks_serves_only_its_own_queue(work_world, fuzz_dynamodb, case
     label, event = case
     seed_tasks(svc.store, "work", max(0, target - waiting_now["work"]))  # at most 2 waiting: the table stays small
     before = scan(dynamodb, TABLE)
-    waiting = sum(1 for i in before if i["queue"]["S"] == "work" and i["taskStatus"]["S"] == "PENDING")
+    waiting = sum(1 for i in before if is_task(i) and i["queue"]["S"] == "work" and i["taskStatus"]["S"] == "PENDING")
     spy.clear()
     sns.published.clear()
     ran.clear()
     result, error = invoke(lambda: process_tasks.lambda_handler(event, LambdaContextStub(function_name="ProcessTasks")))
     after = scan(dynamodb, TABLE)
-    waiting_now["work"] = sum(1 for i in after if i["queue"]["S"] == "work" and i["taskStatus"]["S"] == "PENDING")
-    calls = [i for i in after if i["queue"]["S"] == "calls"]
+    waiting_now["work"] = sum(1 for i in after if is_task(i) and i["queue"]["S"] == "work" and i["taskStatus"]["S"] == "PENDING")
+    calls = [i for i in after if is_task(i) and i["queue"]["S"] == "calls"]
     assert len(calls) == 2 and all(i["taskStatus"]["S"] == "PENDING" and i["attempts"]["N"] == "0" for i in calls)
     if error is not None:
         assert label != "own", f"a wake-up for its own queue was refused: {error}"
@@ -112,7 +112,7 @@ def test_process_tasks_serves_only_its_own_queue(work_world, fuzz_dynamodb, case
     assert result["queue"] == "work" and ran == ["work"] * waiting
     assert (result["claimed"], result["succeeded"]) == (waiting, waiting)
     # Keep the table small for the next example: the finished tasks go.
-    delete_items(dynamodb, TABLE, [i for i in after if i["taskStatus"]["S"] == "SUCCESS"], ("taskId",))
+    delete_items(dynamodb, TABLE, [i for i in after if is_task(i) and i["taskStatus"]["S"] == "SUCCESS"], ("taskId",))
 
 
 # ---- the Matcher ---------------------------------------------------------------------------------------------
@@ -145,15 +145,15 @@ def test_the_matcher_serves_only_its_own_queue(calls_world, fuzz_dynamodb, clock
         clock.advance(0.001)
         msvc.agents.put_available(profile(f"agent-{clock.now_ms()}-{n}"))
     before = (scan(dynamodb, TABLE), scan(dynamodb, AGENT_TABLE))
-    waiting = sum(1 for i in before[0] if i["queue"]["S"] == "calls" and i["taskStatus"]["S"] == "PENDING")
+    waiting = sum(1 for i in before[0] if is_task(i) and i["queue"]["S"] == "calls" and i["taskStatus"]["S"] == "PENDING")
     available = sum(1 for i in before[1] if i["sk"]["S"] == "PROFILE" and i["agentStatus"]["S"] == "queued")
     spy.clear()
     sns.published.clear()
     result, error = invoke(lambda: matcher.lambda_handler(event, LambdaContextStub(function_name="Matcher")))
     after = (scan(dynamodb, TABLE), scan(dynamodb, AGENT_TABLE))
-    now["calls"] = sum(1 for i in after[0] if i["queue"]["S"] == "calls" and i["taskStatus"]["S"] == "PENDING")
+    now["calls"] = sum(1 for i in after[0] if is_task(i) and i["queue"]["S"] == "calls" and i["taskStatus"]["S"] == "PENDING")
     now["agents"] = sum(1 for i in after[1] if i["sk"]["S"] == "PROFILE" and i["agentStatus"]["S"] == "queued")
-    work = [i for i in after[0] if i["queue"]["S"] == "work"]
+    work = [i for i in after[0] if is_task(i) and i["queue"]["S"] == "work"]
     assert len(work) == 2 and all(i["taskStatus"]["S"] == "PENDING" and i["attempts"]["N"] == "0" for i in work)
     if error is not None:
         assert label != "own", f"a wake-up for its own queue was refused: {error}"
@@ -164,6 +164,6 @@ def test_the_matcher_serves_only_its_own_queue(calls_world, fuzz_dynamodb, clock
     assert label != "other" and not agent_matches(event), f"served {event!r:.200}"
     assert result["queue"] == "calls" and result["matched"] == min(waiting, available)
     # Keep the tables small: matched calls and busy agents (with their entries, already gone) go.
-    delete_items(dynamodb, TABLE, [i for i in after[0] if i["taskStatus"]["S"] == "SUCCESS"], ("taskId",))
+    delete_items(dynamodb, TABLE, [i for i in after[0] if is_task(i) and i["taskStatus"]["S"] == "SUCCESS"], ("taskId",))
     delete_items(dynamodb, AGENT_TABLE, [i for i in after[1] if i.get("agentStatus", {}).get("S") == "busy"],
                  ("pk", "sk"))

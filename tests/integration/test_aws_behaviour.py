@@ -15,7 +15,7 @@ from taskqueue.states import TaskStatus
 from taskqueue.store import StoreError, TaskStore
 from tests.agent_support import AGENT_TABLE, agent_table, create_calls, profile  # noqa: F401 (fixture)
 from tests.conftest import TABLE
-from tests.faults import FaultyClient, ttl_sweep
+from tests.faults import FaultyClient, on_item, on_tasks, ttl_sweep
 
 CONFLICT = "TransactionConflictException"
 
@@ -173,7 +173,7 @@ def test_a_matcher_run_survives_a_conflict_on_the_call_it_claims(settings, clock
     agents = AgentStore(agent_table, MatchSettings(agent_table_name=AGENT_TABLE), store, clock)
     agents.put_available(profile("ana", ["fr"]))
     (call,) = create_calls(store, clock.now_ms(), {"language": "fr"})
-    client.fail("update_item", *[CONFLICT] * 4)  # another matcher's transaction holds the call all along
+    client.fail("update_item", *[CONFLICT] * 4, when=on_item(call))  # another matcher's transaction holds the call
     report = Matcher(store, agents, owner="matcher-1", clock=clock).run(5)
     assert (report.matched, report.lost) == (0, 1) and store.get(call).status is TaskStatus.PENDING
     again = Matcher(store, agents, owner="matcher-1", clock=clock).run(5)
@@ -191,5 +191,5 @@ def test_the_matcher_reads_the_agent_head_before_it_claims_so_a_call_without_age
     client.calls.clear()
     report = Matcher(store, agents, owner="matcher-1", clock=clock).run(5)
     assert (report.matched, report.no_agent, report.stopped_by) == (0, 3, "no-progress")
-    assert "update_item" not in client.calls  # no claim, no release
+    assert [r for op, r in client.requests if op == "update_item" and on_tasks(r)] == []  # no claim, no release
     assert all(store.get(c).attempts == 0 and store.get(c).status is TaskStatus.PENDING for c in calls)

@@ -63,7 +63,7 @@ def test_sns_wake_matches_calls_oldest_first_with_the_longest_waiting_agent(msvc
     metrics = metric_totals(capsys.readouterr().out)
     assert metrics["CallsMatched"] == 2 and metrics["NoAgent"] >= 1 and metrics["MatchConflicts"] == 0
     assert metrics["WaitTimeAtMatch"] == 2000 + 1000
-    assert topics.tail_calls() == []  # no agent left for the waiting call: no busy loop, no tail call
+    assert topics.tail_calls() == [] and topics.wakeups() == []  # no agent left for the waiting call: no busy loop, no tail call
 
 
 def test_waiting_call_keeps_its_place_and_is_served_first_when_an_agent_arrives(msvc, store, clock):
@@ -125,7 +125,7 @@ def test_budget_spent_with_matchable_calls_left_tail_calls(msvc, store, clock, t
     # The fake clock never moves by itself: a zero budget ends the run before the first pass.
     report = app.run_matcher(msvc, "req-1", 0.0)
     assert report.stopped_by == "budget" and report.work_remains
-    assert topics.tail_calls() == ["calls"]
+    assert topics.wakeups() == ["calls"]  # a tail call goes straight to WorkerWakeUpTopic
 
 
 def test_direct_wake_for_another_queue_is_refused(msvc):

@@ -49,7 +49,7 @@ def test_processes_every_task_newest_first_and_records_success(services, clock, 
     assert runner.seen == list(reversed(ids))
     assert (report.claimed, report.succeeded, report.stopped_by, report.work_remains) == (6, 6, "empty", False)
     assert all(services.store.get(i).status is TaskStatus.SUCCESS for i in ids)
-    assert topics.tail_calls() == []
+    assert topics.tail_calls() == [] and topics.wakeups() == []
 
 
 def test_claims_only_when_the_runner_has_capacity(services, clock):
@@ -93,7 +93,7 @@ def test_tail_calls_when_claimable_work_remains_at_the_budget(services, clock, t
     report = app.handle({"queue": "work"}, 120, "req-1", svc, SlowRunner())
     assert report.stopped_by == "budget" and report.work_remains is True
     assert 1 <= report.claimed < 5
-    assert topics.tail_calls() == ["work"]
+    assert topics.wakeups() == ["work"]  # a tail call goes straight to WorkerWakeUpTopic
 
 
 def test_recovers_expired_leases_before_claiming(services, clock):
@@ -130,7 +130,7 @@ def test_waits_for_a_retry_that_falls_due_inside_the_budget(services, dynamodb, 
     assert runner.seen == [task_id, task_id]
     assert (report.released, report.succeeded, report.stopped_by, report.work_remains) == (1, 1, "empty", False)
     assert services.store.get(task_id).status is TaskStatus.SUCCESS
-    assert topics.tail_calls() == []
+    assert topics.tail_calls() == [] and topics.wakeups() == []
 
 
 @pytest.mark.parametrize("delay,tail_call", [(8, True), (20, False)])
@@ -142,4 +142,4 @@ def test_tail_calls_only_for_delayed_work_the_next_budget_reaches(services, dyna
     # one due in 20 s is beyond that budget too and is left to the safety net.
     report = app.handle({"queue": "work"}, 10, "req-1", svc, RecordingRunner())
     assert (report.claimed, report.stopped_by, report.work_remains) == (0, "empty", tail_call)
-    assert topics.tail_calls() == (["work"] if tail_call else [])
+    assert topics.wakeups() == (["work"] if tail_call else [])

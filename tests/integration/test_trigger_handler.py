@@ -8,6 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from taskqueue.errors import TaskQueueError
+from taskqueue.handshake.rules import WAKE_IN_FLIGHT_SECONDS
 from taskqueue.model import new_tasks, parse_create_request
 from taskqueue.notify import PUBLISH_ATTEMPTS, Notifier
 from taskqueue.services import Services
@@ -237,6 +238,9 @@ def test_safety_net_sheds_expired_entries_hiding_live_work_and_counts_them_once(
     shed = [(v, d) for name, d, v, *_ in emitted(capsys.readouterr().out) if name == "TasksShed"]
     assert shed == [(30, {"service": "taskqueue", "queue": "calls"})]
     assert {services.store.get(t.task_id).status.value for t in expired} == {"SHED"}
+    # Its wake-up is trusted while it may still be on its way (WAKE_IN_FLIGHT_SECONDS); then the net wakes again.
+    assert run(load_event("trigger-safety-net.json"), services) == {"woken": []}
+    clock.advance(WAKE_IN_FLIGHT_SECONDS)
     assert run(load_event("trigger-safety-net.json"), services) == {"woken": ["calls"]}
     assert [n for n, *_ in emitted(capsys.readouterr().out)].count("TasksShed") == 0  # counted once
 

@@ -15,7 +15,7 @@ from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
 from taskqueue.worker import IDLE_POLL_SECONDS, RECORD_ATTEMPTS, Worker
 from tests.conftest import make_settings
-from tests.faults import FaultyClient
+from tests.faults import FaultyClient, on_tasks
 from tests.serialized_moto import SerializedMoto
 from tests.support import create_queue_table
 
@@ -193,7 +193,7 @@ def test_throttled_reads_and_claims_slow_the_run_down_and_fail_nothing(dynamodb,
     ids = create(store, clock, 3)
     client.fail("query", "ThrottlingException")  # the lease recovery's StatusIndex read
     client.fail("query", "ProvisionedThroughputExceededException")  # the first read of the queue
-    client.fail("update_item", "ThrottlingException")  # the first claim
+    client.fail("update_item", "ThrottlingException", when=on_tasks)  # the first claim
     report = worker(store, lambda task: {"ok": True}, clock).run("work", 30)
     assert report.succeeded == 3 and report.errors == 0
     assert report.retried == 3 and len(client.raised) == 3

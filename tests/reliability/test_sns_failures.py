@@ -1,11 +1,15 @@
 """20 % of SNS publishes failing, on the local engine: no task is stranded, and a backlog drains within one
 safety-net period plus one budget of the time it takes with SNS healthy.
 
-The real functions run wired as template.yaml wires them (stream -> Trigger -> WorkerWakeUpTopic ->
-ProcessTasks -> tail call on TriggerTopic -> Trigger -> ...). The emulator refuses a fifth of the Publish calls
+The real functions run wired as template.yaml wires them (CreateTasks wakes an idle queue itself through
+WorkerWakeUpTopic -> ProcessTasks -> tail call on WorkerWakeUpTopic -> ...; the stream -> Trigger and the safety
+net as backstops). The tasks come in 25 requests 1.2 s apart and workers do not linger, so the queue goes idle
+and is woken again and again: every wake-up is a publish. The emulator refuses a fifth of the Publish calls
 with KMSThrottling, an error botocore does not retry: each refusal reaches the code. A refused wake-up is tried
-again by the Notifier (bounded jittered backoff); one still refused fails its Trigger invocation, which Lambda
-retries (EventInvokeConfig MaximumRetryAttempts 2), and the safety net re-wakes every queue with claimable work.
+again by the Notifier (bounded jittered backoff); a producer's wake-up still refused is withdrawn (the next
+producer, the stream's Trigger or the safety net wakes the queue); a tail call still refused fails its
+invocation, which Lambda retries (EventInvokeConfig MaximumRetryAttempts); a backstop's fails its Trigger
+invocation, retried likewise.
 
 Before the relay retried (Trigger's MaximumRetryAttempts 0, one publish attempt), 188 stranded tasks took 14
 safety-net runs to drain with the same fault.
@@ -24,7 +28,7 @@ from tests.reliability.support import record_figures
 
 pytestmark = pytest.mark.reliability
 
-TASKS = 300
+TASKS = 300  # 12 per request
 TIME_SCALE = 0.05  # the safety net's rate(1 minute) fires every 3 s; Lambda's async retries come 3 s and 6 s later
 BUDGET = 1  # TimeBudgetSeconds: each ProcessTasks invocation claims for 1 s, then tail-calls if work remains
 PARAMETERS = {
@@ -34,7 +38,10 @@ PARAMETERS = {
     "TriggerBatchingWindowSeconds": 1,
     "CreateTasksScheduleState": "DISABLED",
     "SafetyNetScheduleRate": "rate(1 minute)",
+    "WorkerLingerSeconds": 0,  # every idle spell ends the worker: the next request must wake the queue again
 }
+REQUESTS = 25  # TASKS come in this many CreateTasks invocations (25 wake-ups: a fifth refused is 5, and none is unlikely) ...
+REQUEST_GAP_SECONDS = 1.2  # ... this far apart: past the last write's lag allowance (1 s), the worker has stopped
 SNS_FAILING = Faults(seed=31, sns_publish_errors={"share": 0.20, "codes": ["KMSThrottling"], "per": "call"})
 
 
@@ -44,9 +51,11 @@ def drain(faults: Faults | None, log: Path) -> dict:
                     ttl_lateness=1.0, ttl_interval=0.5, log_file=log)
     try:
         engine.start()
-        created = engine.invoke("CreateTasksFunction", {"queue": "work", "count": TASKS})
-        assert created.ok, created.error
         started = time.monotonic()
+        for _ in range(REQUESTS):
+            created = engine.invoke("CreateTasksFunction", {"queue": "work", "count": TASKS // REQUESTS})
+            assert created.ok, created.error
+            time.sleep(REQUEST_GAP_SECONDS)
         drained = engine.wait_for(lambda: engine.observer.counts()["SUCCESS"] >= TASKS, timeout=120, interval=0.1)
         seconds = time.monotonic() - started
         counts = engine.observer.counts()

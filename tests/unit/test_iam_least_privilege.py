@@ -431,7 +431,10 @@ def run_trigger(world: World) -> None:
     assert world.invoke(app, load_event("trigger-stream-agent-entry.json")) == {"batchItemFailures": []}
     # Tail call.
     assert world.invoke(app, load_event("trigger-sns-tail-call.json")) == {"woken": ["work"]}
-    # Error path: SNS refuses the wake-up (the topic is gone): the record fails and is retried by the stream.
+    # Error path: SNS refuses the wake-up (the topic is gone): the record fails and is retried by the stream. (The
+    # stream is a backstop: it wakes only a queue whose wake-up is not already in flight, so forget the last one.)
+    record = store.read_wake_record("work")
+    assert record.wake_sent_ms is not None and store.withdraw_wake("work", record.wake_sent_ms)
     boto3.client("sns").delete_topic(TopicArn=world.physical["WorkerWakeUpTopic"])
     assert world.invoke(app, load_event("trigger-stream-insert.json"))["batchItemFailures"]
     world.invoke(app, {"unexpected": True}, expect=InvalidEvent)
@@ -488,15 +491,19 @@ def run_matcher(world: World) -> None:
 def run_agent_events(world: World) -> None:
     app = load_function("agent_events")
     world.use_environment("AgentEventsFunction")
+    store = world.store("AgentEventsFunction")
+    # A call waits when the agent queues: AgentEvents wakes the Matcher (the wake-up handshake).
+    waiting = seed(store, queue="calls")
     available = load_event("agent_events-agent-available.json")
     assert world.invoke(app, available)["outcome"] == "queued"
+    assert store.read_wake_record("calls").wake_sent_ms is not None
+    store.cancel(waiting.task_id)
     assert world.invoke(app, available)["outcome"] == "already-queued"
     changed = json.loads(json.dumps(available))
     changed["agent"]["attributes"]["language"] = ["de"]
     assert world.invoke(app, changed)["outcome"] == "requeued"
     assert world.invoke(app, load_event("agent_events-queue-depth.json"))["depth"] == 0
     # An agent on a call (a match made it busy) ends its call; another goes offline; an unknown one is refused.
-    store = world.store("AgentEventsFunction")
     agents = world.agents("AgentEventsFunction", store)
     busy = parse_profile({"agentId": "busy-1", "attributes": {"language": ["en"], "gender": ["m"]}}, agents.settings.attributes)
     agents.put_available(busy)

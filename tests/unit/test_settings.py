@@ -55,7 +55,7 @@ def test_the_bounds_of_every_number_live_in_one_table_that_from_env_applies():
 
     assert {"QUEUE_SHARDS", "DEFAULT_TTL_SECONDS", "RETENTION_SECONDS", "MAX_ATTEMPTS", "LEASE_SECONDS", "PAGE_SIZE", "CLAIM_LANES",
             "TIME_BUDGET_SECONDS", "RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "RUNNER_CAPACITY",
-            "FAKE_RUNNER_DURATION_SECONDS", "FAKE_RUNNER_FAILURE_RATE"} == set(BOUNDS)
+            "FAKE_RUNNER_DURATION_SECONDS", "FAKE_RUNNER_FAILURE_RATE", "WORKER_LINGER_SECONDS"} == set(BOUNDS)
     for name, (low, high) in BOUNDS.items():
         for accepted in (low, high):
             Settings.from_env({"QUEUE_TABLE_NAME": "t", name: str(accepted)})

@@ -294,5 +294,11 @@ def test_agent_table_access_is_least_privilege_for_each_function():
         "dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     # Matching: the head of a queue (Query); the match transaction updates the agent and deletes its entries.
     assert agent_table_actions("MatcherFunction") == {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-    # AgentEvents never reads or writes the queue table.
-    assert "QueueTable" not in json.dumps(RES["AgentEventsFunction"]["Properties"]["Policies"])
+    # On the queue table AgentEvents only does the wake-up handshake of queue "calls": it updates the queue's control
+    # item and looks for a waiting call in the ReadyIndex; no task item is read (no GetItem, no table Query).
+    queue_table = [st for p in RES["AgentEventsFunction"]["Properties"]["Policies"] for st in p.get("Statement", [])
+                   if "QueueTable" in json.dumps(st["Resource"])]
+    assert sorted((st["Action"], json.dumps(st["Resource"])) for st in queue_table) == [
+        ("dynamodb:Query", json.dumps({"Fn::Sub": "${QueueTable.Arn}/index/ReadyIndex"})),
+        ("dynamodb:UpdateItem", json.dumps({"Fn::GetAtt": ["QueueTable", "Arn"]})),
+    ]

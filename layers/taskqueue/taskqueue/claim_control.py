@@ -125,6 +125,12 @@ class ClaimControl:
     def has_lane(self) -> bool:
         return self._lane is not None
 
+    def room_for_another(self) -> bool:
+        """May one more worker claim alongside (CLAIM_LANES > 1 and a lane is free)? Without a lane (more workers
+        than lanes, or a refused lane write) no."""
+        view = self._current_view()
+        return view is not None and len(view.held) < self._store.settings.claim_lanes
+
     def _current_view(self) -> LaneView | None:
         """This run's place among the claimers now, read again every LANE_VIEW_SECONDS and after a lost claim."""
         if self._lane is None:

@@ -22,6 +22,7 @@ from taskqueue.agents import AgentStore, MatchOutcome, QueueHead
 from taskqueue.claim_control import ClaimControl
 from taskqueue.clock import Clock, SystemClock
 from taskqueue.errors import InvalidAgentInput
+from taskqueue.handshake.watch import Lingering, Watch
 from taskqueue.model import Task
 from taskqueue.store import Candidate, TaskStore
 
@@ -47,6 +48,7 @@ class MatchReport:
     wait_times_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
     work_remains: bool = False
+    watched: bool = False  # this run watched the queue (the wake-up handshake); else it was a helper
 
 
 @dataclass
@@ -80,18 +82,29 @@ class Matcher:
         self._recover_leases(queue)
         lanes = ClaimControl(self._tasks, queue, self._owner, self._clock, self._rng, _not_handled)
         lanes.join(budget_seconds)
+        # Producers (new calls, freed agents) count on the watcher to see what they write; it lingers before it stops.
+        watch = Watch(self._tasks, queue, self._owner, self._clock, refused=_not_handled)
+        report.watched = watch.begin()
+        lingering = Lingering(watch, self._clock, self._tasks.settings.worker_linger_seconds)
+        look_started_ms: int | None = None
+        missed = False
         try:
             while True:
-                if self._clock.monotonic() >= deadline:
+                left = deadline - self._clock.monotonic()
+                if left <= 0:
                     report.stopped_by = "budget"
                     break
                 if lanes.paused_now():
                     report.stopped_by = "paused"
                     break
+                watch.keep()
+                look_started_ms = self._clock.now_ms()
                 candidates = self._tasks.candidates(queue, self._settings.calls_per_pass)
                 if not candidates:
-                    report.stopped_by = "empty"
-                    break
+                    if lingering.step(look_started_ms, left):
+                        report.stopped_by = "empty"
+                        break
+                    continue
                 plan = lanes.plan(candidates)  # with several matchers, the calls of this one's lane
                 report.passes += 1
                 done = self._pass(plan, report, deadline)
@@ -99,12 +112,17 @@ class Matcher:
                     if lanes.has_lane and not plan:  # only other matchers' calls wait, not yet ours to take: look again
                         self._clock.sleep(min(max(0.0, deadline - self._clock.monotonic()), OTHERS_PAUSE_SECONDS))
                         continue
-                    report.stopped_by = "no-progress"
-                    break
+                    # No call could match now: wait for a write (a new call, an agent freed), then stop as allowed.
+                    if lingering.step(look_started_ms, max(0.0, deadline - self._clock.monotonic())):
+                        report.stopped_by = "no-progress"
+                        break
+                    continue
         finally:
             lanes.leave()
+            if report.stopped_by not in ("empty", "no-progress"):
+                missed = watch.end(look_started_ms)
         # Tail-call only when a call could still match now: time ran out, or lost races left agents behind.
-        report.work_remains = (report.stopped_by == "budget" and self._tasks.has_claimable(queue)) or (
+        report.work_remains = (report.stopped_by == "budget" and (missed or self._tasks.has_claimable(queue))) or (
             report.stopped_by not in ("budget", "paused") and report.gave_up > 0
         )
         report.shed = self._tasks.drain_shed().get(queue, 0)

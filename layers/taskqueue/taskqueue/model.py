@@ -52,6 +52,8 @@ class Task:
     # The request that created the task (CreateTasks' Lambda request id), carried on its wake-ups as the
     # correlation id so the task can be followed across functions; None for tasks created without one.
     request_id: str | None = None
+    # When its latest claim was made (epoch ms): create -> first claim is the queue's pickup time.
+    claimed_ms: int | None = None
 
     def with_changes(self, **changes: Any) -> Task:
         return replace(self, **changes)
@@ -155,6 +157,7 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
             last_error=s("lastError"),
             result=json.loads(result_text) if result_text else None,
             delete_at=_delete_at(n("deleteAt"), int(item["ttl"]["N"])),
+            claimed_ms=n("claimedAt"),
             request_id=s("requestId"),
         )
     except (KeyError, TypeError, ValueError) as exc:

@@ -86,6 +86,13 @@ class Notifier:
         budget, or the CLI's wake-up after a redrive. Trigger relays it to the queue's worker."""
         return self._publish(self._settings.trigger_topic_arn, "TRIGGER_TOPIC_ARN", queue, reason, correlation)
 
+    def wake_queue(self, queue: str, reason: str, correlation: Correlation | None = None) -> str:
+        """Wake ``queue``'s worker by the shortest way this Notifier knows: WorkerWakeUpTopic, else through Trigger
+        (TriggerTopic; the CLI may know only that one)."""
+        if self._settings.worker_wake_up_topic_arn:
+            return self.wake_worker(queue, reason, correlation)
+        return self.wake(queue, reason, correlation)
+
     def _publish(
         self, topic_arn: str | None, variable: str, queue: str, reason: str, correlation: Correlation | None
     ) -> str:

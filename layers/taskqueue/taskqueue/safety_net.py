@@ -1,7 +1,7 @@
 """The safety net, run on Trigger's schedule: no lost wake-up or crashed worker strands a task for long.
 
 For every configured queue: recover expired leases (a crashed worker's tasks go back to PENDING, or to FAILURE
-when their attempts are used up), then wake the queue's worker if it has claimable tasks. Looking for claimable
+when their attempts are used up), then wake the queue's worker if it has claimable tasks and no worker watches it (the wake-up handshake). Looking for claimable
 tasks sheds the expired entries it meets (counted as TasksShed). A queue that fails does not stop the others;
 the run raises at the end so the failure shows (Lambda's retry runs it again).
 """
@@ -23,7 +23,8 @@ _RECOVERY_METRICS = (("PENDING", "LeasesRecovered"), ("FAILURE", "TasksFailed"))
 
 def run_safety_net(svc: Services) -> list[str]:
     """Recover and wake every queue; the queues woken, in configuration order."""
-    wakeups = Wakeups(svc.notifier, "safety-net")
+    # A backstop: a queue a live worker watches, or whose wake-up is in flight, is left to them.
+    wakeups = Wakeups(svc.notifier, "safety-net", svc.waker)
     errors: list[str] = []
     for queue in svc.settings.queue_orders:
         try:

@@ -11,6 +11,7 @@ from typing import Any
 
 from taskqueue.agents import AgentStore
 from taskqueue.clock import Clock, SystemClock
+from taskqueue.handshake.producer import QueueWaker
 from taskqueue.matching import MatchSettings
 from taskqueue.notify import Notifier
 from taskqueue.settings import Settings
@@ -29,6 +30,11 @@ class Services:
         settings = Settings.from_env()
         clock = SystemClock()
         return cls(settings, TaskStore.from_settings(settings, clock), Notifier.from_settings(settings), clock)
+
+    @property
+    def waker(self) -> QueueWaker:
+        """The producers' side of the wake-up handshake, on this store and notifier."""
+        return QueueWaker(self.store, self.notifier, self.clock)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "RETRY_BASE_SECONDS": (0, 3600),
     "RETRY_MAX_SECONDS": (0, 12 * 3600),
     "RUNNER_CAPACITY": (1, 1000),
+    "WORKER_LINGER_SECONDS": (0, 60),
     "FAKE_RUNNER_DURATION_SECONDS": (0, 900),
     "FAKE_RUNNER_FAILURE_RATE": (0, 1),
 }
@@ -63,6 +64,9 @@ class Settings:
     # slots in the table, taskqueue.store.control). Unset (None): RUNNER_CAPACITY when several workers may run
     # (CLAIM_LANES > 1), so raising the concurrency never multiplies what the legacy system receives; 0: no limit.
     running_limit: int | None = None
+    # WORKER_LINGER_SECONDS: how long a worker that watches its queue waits on it once it is empty before it stops
+    # (taskqueue.handshake.watch): work arriving meanwhile starts at once, without a new invocation.
+    worker_linger_seconds: float = 0.0
     # WORKER_QUEUES: the queues this function's worker serves (a subset of QUEUE_ORDERS); empty means every one.
     worker_queues: tuple[str, ...] = ()
 
@@ -95,6 +99,7 @@ class Settings:
             runner_capacity=read_int(env, "RUNNER_CAPACITY", "3"),
             fake_runner_duration_seconds=read_float(env, "FAKE_RUNNER_DURATION_SECONDS", "15"),
             fake_runner_failure_rate=read_float(env, "FAKE_RUNNER_FAILURE_RATE", "0"),
+            worker_linger_seconds=read_float(env, "WORKER_LINGER_SECONDS", "0"),
             worker_queues=read_variable(env, "WORKER_QUEUES", "", lambda raw: parse_worker_queues(raw, queue_orders)),
         )
 

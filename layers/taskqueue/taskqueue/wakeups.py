@@ -1,5 +1,9 @@
 """Waking workers (Trigger's side): each queue at most once per invocation, counted (``Wakeups``) and logged;
-and the relay of a tail call to the workers of the queues it names."""
+and the relay of a wake-up sent through TriggerTopic (the CLI's, after a redrive or resume) to the workers of the
+queues it names.
+
+The stream and the safety net are backstops of the wake-up handshake (``taskqueue.handshake``): they wake a queue
+only if no worker watches it and no wake-up is in flight (``QueueWaker.if_idle``). The relay wakes as asked."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from aws_lambda_powertools import Logger
 from taskqueue import handler_metrics
 from taskqueue.correlation import CORRELATION_ATTRIBUTE, TASK_ATTRIBUTE, Correlation, of_event
 from taskqueue.errors import TaskQueueError
+from taskqueue.handshake.producer import WOKEN, QueueWaker
 from taskqueue.notify import Notifier, wakeup_queues
 from taskqueue.settings import Settings
 
@@ -21,16 +26,30 @@ class Wakeups:
     """Wakes each queue at most once; a failed publish raises PublishError and leaves the queue un-woken, so
     the caller can fail what asked for it (a stream record, a tail call) and have it retried."""
 
-    def __init__(self, notifier: Notifier, reason: str) -> None:
+    def __init__(self, notifier: Notifier, reason: str, waker: QueueWaker | None = None) -> None:
+        """``waker``: wake only as a backstop (when no worker watches and no wake-up is in flight); without it,
+        every queue asked for is woken."""
         self._notifier = notifier
         self._reason = reason
+        self._waker = waker
+        self.looked: list[str] = []  # queues this invocation has dealt with (woken, or found watched)
         self.woken: list[str] = []
 
     def wake(self, queue: str, correlation: Correlation | None = None) -> None:
         """``correlation``: the ids the wake-up carries (the task that caused it, its creating request)."""
-        if queue in self.woken:
+        if queue in self.looked:
+            return
+        if self._waker is not None:
+            outcome = self._waker.if_idle(queue, self._reason, correlation)
+            self.looked.append(queue)
+            if outcome != WOKEN:
+                logger.debug("no wake-up needed", extra={"queue": queue, "reason": self._reason, "outcome": outcome})
+                return
+            self.woken.append(queue)
+            handler_metrics.count("Wakeups", queue)
             return
         self._notifier.wake_worker(queue, self._reason, correlation=correlation)
+        self.looked.append(queue)
         self.woken.append(queue)
         handler_metrics.count("Wakeups", queue)
         ids = {CORRELATION_ATTRIBUTE: correlation.correlation_id, TASK_ATTRIBUTE: correlation.task_id} if correlation else {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from taskqueue import dynamo
 from taskqueue.claim_control import ClaimControl
 from taskqueue.clock import Clock, SystemClock
 from taskqueue.errors import ConfigError, PermanentTaskError, ResultTooLarge, TaskQueueError
+from taskqueue.handshake.watch import Lingering, Watch
 from taskqueue.lease import Lease, run_with_lease
 from taskqueue.model import check_result_size
 from taskqueue.runner import TaskRunner
@@ -48,6 +50,8 @@ _RECORD_BACKOFF_SECONDS = 0.5
 # costs a write. So the entry of a task this run has just claimed, or lost a claim on, is skipped for this long
 # (a task it released for a retry is not: that entry is real).
 STALE_ENTRY_SECONDS = 2.0
+# A worker whose runner is full while claimable work waits wakes another worker at most this often (CLAIM_LANES > 1).
+HELP_SECONDS = 2.0
 
 
 @dataclass
@@ -66,6 +70,9 @@ class WorkerReport:
     retried: int = 0
     shed: int = 0  # PENDING tasks past their ttl that this run met and shed
     limited: int = 0  # rounds that found every slot of the queue's running limit held
+    watched: bool = False  # this run watched its queue (the wake-up handshake); else it was a helper
+    helpers_woken: int = 0  # other workers this run woke because its runner was full and claimable work waited
+    lingered_ms: int = 0  # time spent waiting on an empty queue (or on a reached running limit) for new work
     leases_renewed: int = 0
     claim_ages_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
@@ -94,9 +101,14 @@ class Worker:
         owner: str,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        call_for_help: Callable[[str], None] | None = None,
     ) -> None:
+        """``call_for_help(queue)``: wake one more worker of the queue (a publish on WorkerWakeUpTopic); used when
+        several workers may run (CLAIM_LANES > 1) and this one's runner is full with claimable work left over."""
         self._store = store
         self._runner = runner
+        self._call_for_help = call_for_help
+        self._helped_at: float | None = None
         self._capacity = capacity
         self._owner = owner
         self._clock = clock or SystemClock()
@@ -144,11 +156,20 @@ class Worker:
         self._control = control
         control.join(claim_seconds)
         deadline = self._clock.monotonic() + claim_seconds
+        # Producers count on the watcher to see what they write; it lingers on an empty queue before it stops.
+        watch = Watch(
+            self._store, queue, self._owner, self._clock,
+            refused=lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
+        )
+        report.watched = watch.begin()
+        lingering = Lingering(watch, self._clock, self._settings.worker_linger_seconds)
+        look_started_ms: int | None = None
         running: dict[Future[None], Lease] = {}
         with ThreadPoolExecutor(max_workers=self._capacity, thread_name_prefix=f"{queue}-runner") as pool:
             while True:
                 running = self._collect(running, report)
                 self._heartbeat(running.values(), report)
+                watch.keep()
                 left = deadline - self._clock.monotonic()
                 if left <= 0:
                     report.stopped_by = "budget"
@@ -162,6 +183,7 @@ class Worker:
                     break
                 stale = self._stale_ids()
                 try:
+                    look_started_ms = self._clock.now_ms()
                     wanted = max(self._settings.page_size, control.window(self._capacity)) + len(stale)
                     candidates = self._store.candidates(queue, wanted)
                     due_in = None if candidates or running else self._due_in_seconds(queue)
@@ -175,8 +197,11 @@ class Worker:
                         wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         continue
                     if due_in is None or due_in >= left:
-                        report.stopped_by = "empty"
-                        break
+                        # Empty: a watcher lingers, then stops only as the handshake allows (a helper stops now).
+                        if lingering.step(look_started_ms, left):
+                            report.stopped_by = "empty"
+                            break
+                        continue
                     # A retry (or delayed task) falls due inside the budget: wait for it rather than strand it,
                     # looking again at least every poll interval for new arrivals.
                     self._clock.sleep(max(0.01, min(due_in, IDLE_POLL_SECONDS)))
@@ -197,7 +222,13 @@ class Worker:
                         if running:
                             wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
                             continue
-                        report.stopped_by = "limit"  # those workers tail-call when their tasks end
+                        if watch.watching:
+                            # The watcher waits for a slot instead of leaving its queue idle until the safety net:
+                            # slots free as other workers' tasks end (read strongly consistently).
+                            self._clock.sleep(min(left, IDLE_POLL_SECONDS))
+                            report.lingered_ms += int(min(left, IDLE_POLL_SECONDS) * 1000)
+                            continue
+                        report.stopped_by = "limit"  # a helper: the watcher (or the holders' tail calls) take over
                         break
                     free = min(free, len(slots))
                 claimed_now = 0
@@ -223,11 +254,17 @@ class Worker:
                     running[pool.submit(self._run_one, lease, report)] = lease
                 for slot in slots or ():  # taken for claims that were lost: give them back now
                     self._free_slot(slot, report)
+                if free == 0 and len(order) > claimed_now:
+                    self._help(queue, control, report)
                 if claimed_now == 0:
                     # Every claim lost or refused, or only stale entries left (another worker, or index entries
                     # not yet updated): do not spin on them.
                     self._clock.sleep(min(left, self._rng.uniform(0.5, 1.0) * LOST_ROUND_PAUSE_SECONDS))
             control.leave()
+            # Claiming is over: stop watching, so producers wake a new worker from now on; writes this run may
+            # have missed make it tail-call.
+            missed = watch.end(look_started_ms) if report.stopped_by != "empty" else False
+            report.lingered_ms += int(lingering.lingered_seconds * 1000)
             # Tasks in flight finish inside their leases, which the heartbeat keeps.
             while running:
                 wait(running, timeout=self._heartbeat_seconds(), return_when=FIRST_COMPLETED)
@@ -236,9 +273,26 @@ class Worker:
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
         # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
         if report.stopped_by not in ("paused", "limit"):
-            report.work_remains = self._work_left(queue, report)
+            report.work_remains = missed or self._work_left(queue, report)
         report.shed += self._store.drain_shed().get(queue, 0)
         return report
+
+    def _help(self, queue: str, control: ClaimControl, report: WorkerReport) -> None:
+        """More claimable work than this run can take: producers wake a queue only when nobody watches it, so
+        with several workers allowed the busy one wakes another (at most every HELP_SECONDS, while a claim
+        lane is free). A refused publish is logged; the next round asks again."""
+        now = self._clock.monotonic()
+        if self._call_for_help is None or not control.room_for_another():
+            return
+        if self._helped_at is not None and now - self._helped_at < HELP_SECONDS:
+            return
+        self._helped_at = now
+        try:
+            self._call_for_help(queue)
+        except TaskQueueError as exc:
+            logger.warning("could not wake another worker", extra={"queue": queue, "error": str(exc)})
+            return
+        report.helpers_woken += 1
 
     def _work_left(self, queue: str, report: WorkerReport) -> bool:
         try:

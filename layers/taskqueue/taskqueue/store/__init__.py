@@ -3,7 +3,7 @@
 One concern per module: ``table`` (request plumbing, batched reads and writes, creating tasks), ``claims``
 (what workers do: find, claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
 redrive), ``reading`` (listings and counts) and ``control`` (per-queue pause and the queue-wide running
-limit). ``TaskStore`` joins them; import everything from ``taskqueue.store``.
+limit), ``wake`` (the wake-up handshake's record, on the same control item). ``TaskStore`` joins them; import everything from ``taskqueue.store``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from taskqueue.store.table import (
     candidate_of,
     is_claimable,
 )
+from taskqueue.store.wake import WakeRecords
 
 __all__ = [
     "LISTABLE_BY_INDEX",
@@ -44,5 +45,5 @@ __all__ = [
 ]
 
 
-class TaskStore(WorkerTransitions, OperatorOperations, Reading, QueueControls):
+class TaskStore(WorkerTransitions, OperatorOperations, Reading, QueueControls, WakeRecords):
     """Every operation on the queue table (see the modules of this package for each concern)."""

@@ -40,8 +40,8 @@ class WorkerTransitions(QueueTable):
         ]
         return list(itertools.islice(heapq.merge(*per_shard, reverse=True), limit))
 
-    def has_claimable(self, queue: str, now_ms: int | None = None) -> bool:
-        return bool(self.candidates(queue, 1, now_ms))
+    def has_claimable(self, queue: str, now_ms: int | None = None, *, shed: bool = True) -> bool:
+        return bool(self.candidates(queue, 1, now_ms, shed=shed))
 
     def next_due_ms(self, queue: str, now_ms: int | None = None) -> int | None:
         """The earliest not-before time of a queue's delayed tasks (a retry's backoff, a delayed task) that
@@ -148,6 +148,7 @@ class WorkerTransitions(QueueTable):
             now_ms=now_ms,
             set_={
                 "leaseOwner": {"S": owner},
+                "claimedAt": {"N": str(now_ms)},
                 "statusKey": {"S": keys.status_key(candidate.queue, TaskStatus.TAKEN.value, candidate.shard)},
                 **self._lease_attributes(expires),
             },

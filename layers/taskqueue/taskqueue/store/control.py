@@ -243,7 +243,10 @@ class QueueControls(QueueTable):
         keys_ = [_key(i) for i in ids]
         expiries: dict[int, int] = {}
         for start in range(0, len(keys_), _BATCH_GET_LIMIT):
-            request = {self._table: {"Keys": keys_[start : start + _BATCH_GET_LIMIT], "ProjectionExpression": "taskId, tokenExpires"}}
+            # Strongly consistent: a worker woken just after slots were freed must see them free, or it would wait
+            # for nothing (an eventually consistent read may still show them held).
+            request = {self._table: {"Keys": keys_[start : start + _BATCH_GET_LIMIT], "ConsistentRead": True,
+                                     "ProjectionExpression": "taskId, tokenExpires"}}
             for item in self._batch_get(request):
                 if "tokenExpires" in item:
                     expiries[ids[item["taskId"]["S"]]] = int(item["tokenExpires"]["N"])

@@ -1,0 +1,248 @@
+"""Create -> first claim in real seconds, on the local stack without time scaling: what a user of `make up` waits.
+
+Starts `python -m local up` (exactly what `make up` runs: the template's defaults, real time, streams, SNS,
+schedules and TTL live) on a free port with its own discovery file, with the CreateTasks schedule off and a
+fake runner of 1 s, and talks to it as a user's system would: the Lambda Invoke API for CreateTasks and
+AgentEvents, DynamoDB reads to see when a task was claimed (its item leaves PENDING; read every 20 ms,
+strongly consistent). Each case starts from an idle queue (no worker watching it) unless it says otherwise:
+
+- ``task``: one task on an idle queue `work`;
+- ``call``: a call on queue `calls` whose preferences an available agent fits (the agent logged in beforehand);
+- ``agent``: an agent becoming available (logs in) while a call it fits waits;
+- ``steady``: one task a second for ``--steady-seconds`` on `work` (the p50/p95 of all of them).
+
+Invocations per function come from the stack's own lines (one per invocation). Prints one JSON line per case
+and, with ``--out``, writes bench/results-pickup.md (bench/run.py carries its rows into bench/results.md).
+
+    .venv/bin/python bench/pickup_realtime.py --repeat 5 --out bench/results-pickup.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "taskqueue")]
+
+from bench.common import percentile  # noqa: E402
+
+OVERRIDES = ["CreateTasksScheduleState=DISABLED", "FakeRunnerDurationSeconds=1"]
+INVOCATION_LINE = re.compile(r"^\d\d:\d\d:\d\d (\w+) \((\w+)\) ")
+POLL_SECONDS = 0.02
+
+
+class Stack:
+    """`python -m local up` in a child process, and clients of its endpoint."""
+
+    def __init__(self, overrides: list[str]) -> None:
+        self.port = _free_port()
+        self.discovery = Path(tempfile.mkdtemp(prefix="pickup-")) / "stack.json"
+        command = [sys.executable, "-m", "local", "up", "--port", str(self.port), "--discovery", str(self.discovery),
+                   "--param-overrides", *overrides]
+        self.proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.invocations: Counter[str] = Counter()
+        self._ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self._ready.wait(180):
+            self.stop()
+            raise RuntimeError("the local stack did not come up within 3 minutes")
+        record = json.loads(self.discovery.read_text())
+        self.outputs = record["outputs"]
+        kw = {"endpoint_url": record["endpoint_url"], "region_name": record["region"], "aws_access_key_id": "x",
+              "aws_secret_access_key": "x", "config": Config(retries={"mode": "standard", "max_attempts": 6})}
+        self.ddb = boto3.client("dynamodb", **kw)
+        self.lam = boto3.client("lambda", **kw)
+        self.table = self.outputs["QueueTableName"]
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("Local stack "):
+                self._ready.set()
+            found = INVOCATION_LINE.match(line)
+            if found:
+                self.invocations[found.group(1)] += 1
+
+    def invoke(self, function: str, payload: dict[str, Any]) -> dict[str, Any]:
+        response = self.lam.invoke(FunctionName=self.outputs[function], Payload=json.dumps(payload).encode())
+        body = json.loads(response["Payload"].read() or b"null")
+        if response.get("FunctionError"):
+            raise RuntimeError(f"{function} failed: {body}")
+        return body
+
+    def item(self, key: str) -> dict[str, Any]:
+        return self.ddb.get_item(TableName=self.table, Key={"taskId": {"S": key}}, ConsistentRead=True).get("Item", {})
+
+    def wait_idle(self, queue: str, timeout: float = 60.0) -> float:
+        """Until no worker watches ``queue`` and no wake-up is in flight; seconds waited."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            record = self.item(f"queue#{queue}")
+            if "watcher" not in record and "wakeSent" not in record:
+                return time.monotonic() - started
+            time.sleep(0.1)
+        raise RuntimeError(f"queue {queue!r} never went idle")
+
+    def claimed_after(self, task_id: str, created_ms: int, timeout: float = 120.0) -> float:
+        """Seconds from ``created_ms`` until the task left PENDING (seen by polling its item)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.item(task_id).get("taskStatus", {}).get("S")
+            if status and status != "PENDING":
+                return (time.time_ns() // 1_000_000 - created_ms) / 1000
+            time.sleep(POLL_SECONDS)
+        raise RuntimeError(f"task {task_id} was not claimed within {timeout:.0f} s")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def create(stack: Stack, body: dict[str, Any]) -> tuple[str, int]:
+    created = stack.invoke("CreateTasksFunctionName", body)
+    task_id = created["taskIds"][0]
+    return task_id, int(stack.item(task_id)["taskCreated"]["N"])
+
+
+def one_task(stack: Stack) -> float:
+    stack.wait_idle("work")
+    task_id, created_ms = create(stack, {"queue": "work"})
+    return stack.claimed_after(task_id, created_ms)
+
+
+def agent(stack: Stack, agent_id: str) -> dict[str, Any]:
+    return {"agentId": agent_id, "name": agent_id, "attributes": {"language": ["en"], "gender": ["f"]}}
+
+
+def call_with_agent_available(stack: Stack) -> float:
+    agent_id = f"agent-{uuid.uuid4().hex[:6]}"
+    stack.invoke("AgentEventsFunctionName", {"action": "agentAvailable", "agent": agent(stack, agent_id)})
+    stack.wait_idle("calls")
+    task_id, created_ms = create(stack, {"queue": "calls", "payload": {"preferences": {"language": "en"}}, "ttlSeconds": 300})
+    waited = stack.claimed_after(task_id, created_ms)
+    stack.invoke("AgentEventsFunctionName", {"action": "agentOffline", "agentId": agent_id})
+    return waited
+
+
+def agent_freeing_up(stack: Stack) -> float:
+    language = f"x{uuid.uuid4().hex[:4]}"  # no agent speaks it yet: the call waits
+    task_id, _ = create(stack, {"queue": "calls", "payload": {"preferences": {"language": language}}, "ttlSeconds": 300})
+    stack.wait_idle("calls")  # the Matcher found no agent, lingered and stopped
+    agent_id = f"agent-{uuid.uuid4().hex[:6]}"
+    freed_ms = time.time_ns() // 1_000_000
+    stack.invoke("AgentEventsFunctionName", {"action": "agentAvailable", "agent": {
+        "agentId": agent_id, "name": agent_id, "attributes": {"language": [language], "gender": ["f"]}}})
+    waited = stack.claimed_after(task_id, freed_ms)
+    stack.invoke("AgentEventsFunctionName", {"action": "agentOffline", "agentId": agent_id})
+    return waited
+
+
+def steady(stack: Stack, seconds: int) -> tuple[list[float], Counter[str]]:
+    stack.wait_idle("work")
+    before = Counter(stack.invocations)
+    created: list[tuple[str, int]] = []
+    start = time.monotonic()
+    for n in range(seconds):
+        time.sleep(max(0.0, start + n - time.monotonic()))
+        created.append(create(stack, {"queue": "work"}))
+    stack.wait_idle("work")
+    waits = [_claim_time(stack, task_id, created_ms) for task_id, created_ms in created]
+    return waits, Counter({k: v - before.get(k, 0) for k, v in stack.invocations.items() if v - before.get(k, 0)})
+
+
+def _claim_time(stack: Stack, task_id: str, created_ms: int) -> float:
+    """Seconds from creation to the claim, both read off the item (``claimedAt`` is written by the claim)."""
+    item = stack.item(task_id)
+    claimed = item.get("claimedAt", {}).get("N")
+    if claimed is None:
+        raise RuntimeError(f"task {task_id} has no claimedAt: {sorted(item)}")
+    return (int(claimed) - created_ms) / 1000
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": round(statistics.median(values), 2), "p95": round(percentile(values, 95), 2),
+            "max": round(max(values), 2), "n": len(values)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="times each single case runs (default 5)")
+    parser.add_argument("--steady-seconds", type=int, default=40)
+    parser.add_argument("--out", help="write the results here (markdown), e.g. bench/results-pickup.md")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    stack = Stack(OVERRIDES)
+    results: dict[str, Any] = {}
+    try:
+        for name, case in (("task", one_task), ("call", call_with_agent_available), ("agent", agent_freeing_up)):
+            before = Counter(stack.invocations)
+            waits = [case(stack) for _ in range(args.repeat)]
+            used = {k: v - before.get(k, 0) for k, v in stack.invocations.items() if v - before.get(k, 0)}
+            results[name] = {**summary(waits), "waits": [round(w, 3) for w in waits], "invocations": used}
+            print(json.dumps({"case": name, **results[name]}), flush=True)
+        waits, used = steady(stack, args.steady_seconds)
+        results["steady"] = {**summary(waits), "invocations": dict(used)}
+        print(json.dumps({"case": "steady", **results["steady"]}), flush=True)
+    finally:
+        stack.stop()
+    if args.out:
+        write(Path(args.out), results, args, time.monotonic() - started)
+
+
+def write(path: Path, results: dict[str, Any], args: argparse.Namespace, wall: float) -> None:
+    labels = {"task": "one task on an idle queue (work)", "call": "a call, a fitting agent already available",
+              "agent": "an agent freeing up for a waiting call", "steady": f"1 task/s for {args.steady_seconds} s (work)"}
+    rows = ["| case | p50 (s) | p95 (s) | max (s) | n | invocations (function: count) |", "|---|---:|---:|---:|---:|---|"]
+    for key, label in labels.items():
+        r = results[key]
+        used = ", ".join(f"{k} {v}" for k, v in sorted(r["invocations"].items()))
+        rows.append(f"| {label} | {r['p50']:.2f} | {r['p95']:.2f} | {r['max']:.2f} | {r['n']} | {used} |")
+    load = os.getloadavg()
+    path.write_text("\n".join([
+        "# Create -> first claim in real seconds on the local stack (no time scaling)",
+        "",
+        f"Command: `.venv/bin/python bench/pickup_realtime.py --repeat {args.repeat} --steady-seconds {args.steady_seconds} "
+        f"--out {path.relative_to(ROOT) if path.is_absolute() and ROOT in path.parents else path}` — generated, do not edit by hand.",
+        "",
+        f"- Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}; wall time {wall / 60:.1f} min; load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) on {os.cpu_count()} cores",
+        f"- The stack: `python -m local up --param-overrides {' '.join(OVERRIDES)}` (what `make up` runs; every other "
+        "parameter at its template default), real time.",
+        "- A wait: from the task's creation (its `taskCreated`) to the moment it was seen claimed (its item read every "
+        f"{POLL_SECONDS * 1000:.0f} ms), or, for an agent freeing up, from the AgentEvents call; steady: from "
+        "`taskCreated` to `claimedAt` (written by the claim).",
+        "",
+        *rows,
+        "",
+    ]))
+
+
+if __name__ == "__main__":
+    main()

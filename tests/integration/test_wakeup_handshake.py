@@ -1,0 +1,213 @@
+"""The wake-up handshake on the queue table (docs/wakeups.md), on moto and on DynamoDB Local.
+
+A producer wakes an idle queue itself, once; a worker that watches the queue is trusted instead; the two
+interleavings of a producer's write and a worker's stop each end with the work seen (the worker looks again, or
+the producer wakes a new worker); an empty look that came before the index could show a known write does not let a
+worker stop; and every lost wake-up (SNS refusing, a producer dying between its write and its wake-up or between
+its claim and its publish, a crashed watcher) is repaired by the backstops within one safety-net period.
+"""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+from taskqueue.create import create_tasks
+from taskqueue.handshake.producer import QueueWaker
+from taskqueue.handshake.rules import INDEX_LAG_ALLOWANCE_SECONDS, WAKE_IN_FLIGHT_SECONDS, WATCH_LEASE_SECONDS
+from taskqueue.handshake.watch import STOPPED, LookAgain, Watch
+from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.notify import Notifier
+from taskqueue.safety_net import run_safety_net
+from taskqueue.services import Services
+from taskqueue.store import TaskStore
+from taskqueue.worker import HELP_SECONDS, Worker
+from tests.conftest import make_settings
+from tests.faults import FaultyClient
+
+
+def write(services: Services, queue: str = "work", count: int = 1) -> str:
+    """A producer's create request, through the path CreateTasks takes: the tasks, then the handshake."""
+    request = parse_create_request({"queue": queue, "count": count}, services.settings)
+    return create_tasks(request, services.store, services.clock.now_ms(), None, services.waker).wakeup
+
+
+def put_silently(store: TaskStore, clock, queue: str = "work") -> str:
+    """A producer that wrote its task and died before its wake-up: no touch of the record."""
+    (task,) = new_tasks(parse_create_request({"queue": queue}, store.settings), clock.now_ms(), store.settings)
+    store.put_tasks([task])
+    return task.task_id
+
+
+def test_a_producer_wakes_an_idle_queue_once(services, topics, clock):
+    assert write(services) == "woken"
+    assert write(services) == "in-flight"  # the first wake-up is on its way: no second
+    assert topics.wakeups() == ["work"]
+    clock.advance(WAKE_IN_FLIGHT_SECONDS + 1)  # it never arrived (no worker began watching): wake again
+    assert write(services) == "woken"
+    assert topics.wakeups() == ["work"]
+
+
+def test_no_wake_up_while_a_worker_watches(services, topics, clock):
+    watch = Watch(services.store, "work", "worker-1", clock)
+    assert watch.begin()
+    assert [write(services) for _ in range(3)] == ["watched"] * 3
+    assert topics.wakeups() == []
+    # The woken worker's watch cleared the wake-up it answered.
+    assert services.store.read_wake_record("work").wake_sent_ms is None
+
+
+def test_a_write_before_the_stop_keeps_the_worker_looking(services, topics, clock):
+    """Interleaving 1: the producer writes after the worker's last empty look, before its stop. The producer trusts
+    the watcher; the watcher's stop fails on the record and it looks again, finding the task."""
+    watch = Watch(services.store, "work", "worker-1", clock)
+    assert watch.begin()
+    clock.advance(INDEX_LAG_ALLOWANCE_SECONDS + 1)
+    empty_look = clock.now_ms()
+    assert services.store.candidates("work", 10) == []
+    assert write(services) == "watched"
+    outcome = watch.try_stop(empty_look)
+    assert isinstance(outcome, LookAgain) and watch.watching
+    assert [c.queue for c in services.store.candidates("work", 10)] == ["work"]
+    assert topics.wakeups() == []
+
+
+def test_a_write_after_the_stop_wakes_a_new_worker(services, topics, clock):
+    """Interleaving 2: the worker stops first; the producer, writing after, finds nobody watching and wakes."""
+    watch = Watch(services.store, "work", "worker-1", clock)
+    assert watch.begin()
+    clock.advance(INDEX_LAG_ALLOWANCE_SECONDS + 1)
+    assert watch.try_stop(clock.now_ms()) == STOPPED and not watch.watching
+    assert write(services) == "woken"
+    assert topics.wakeups() == ["work"]
+
+
+def test_an_empty_look_that_may_not_show_a_known_write_does_not_count(services, clock):
+    """A GSI shows writes late: a look begun within the lag allowance of the last write the worker knows of may
+    have missed it, so it cannot end the watch."""
+    assert write(services) == "woken"
+    watch = Watch(services.store, "work", "worker-1", clock)
+    assert watch.begin()  # knows of the write above
+    clock.advance(0.2)
+    too_soon = clock.now_ms()
+    outcome = watch.try_stop(too_soon)
+    assert outcome == LookAgain(watch.seen.last_write_ms + int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)) and watch.watching
+    clock.advance(INDEX_LAG_ALLOWANCE_SECONDS)
+    assert watch.try_stop(clock.now_ms()) == STOPPED
+
+
+class LaggingIndex(TaskStore):
+    """A ReadyIndex that shows a task only ``lag`` seconds after it was created (by the test's clock), as a GSI
+    does under load."""
+
+    lag = 0.6
+
+    def candidates(self, queue, limit, now_ms=None, *, shed=True):
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        shown = super().candidates(queue, limit, now_ms, shed=shed)
+        return [c for c in shown if self.get(c.task_id).created_ms <= now_ms - self.lag * 1000]
+
+
+def test_a_worker_does_not_stop_on_an_index_that_has_not_shown_a_known_write(services, dynamodb, settings, clock):
+    """End to end through Worker.run: the producer writes, wakes the worker, and the index hides the task for
+    0.6 s. The worker's first looks are empty; it looks again until the lag allowance has passed, and claims the
+    task in the same run (without the rule it stopped at once with the task left waiting)."""
+    assert write(services) == "woken"
+    store = LaggingIndex(dynamodb, settings, clock)
+    report = Worker(store, lambda task: None, capacity=1, owner="worker-1", clock=clock).run("work", 30)
+    assert report.watched and (report.claimed, report.succeeded, report.stopped_by) == (1, 1, "empty")
+
+
+def test_a_lingering_worker_takes_work_written_meanwhile_in_the_same_run(dynamodb, topics, clock):
+    settings = make_settings(topics, worker_linger_seconds=3.0)
+    store = TaskStore(dynamodb, settings, clock)
+    services = Services(settings, store, Notifier(boto3.client("sns"), settings), clock)
+    outcomes: list[str] = []
+
+    class ProducerDuringLinger:
+        """The clock of the worker's run: 1.5 s into its linger, a producer writes a task."""
+
+        def __getattr__(self, name):
+            return getattr(clock, name)
+
+        def sleep(self, seconds):
+            clock.sleep(seconds)
+            if not outcomes and clock.monotonic() >= start + 1.5:
+                outcomes.append(write(services))
+
+    start = clock.monotonic()
+    report = Worker(store, lambda task: None, capacity=1, owner="worker-1", clock=ProducerDuringLinger()).run("work", 30)
+    assert outcomes == ["watched"]  # the producer trusted the lingering worker: no wake-up, no new invocation
+    assert (report.claimed, report.succeeded, report.stopped_by) == (1, 1, "empty")
+    assert topics.wakeups() == []
+    assert 3000 <= report.lingered_ms < 30_000
+    assert store.read_wake_record("work").watcher is None  # it stopped watching as it stopped
+
+
+def test_a_refused_publish_withdraws_the_claim_so_the_next_producer_wakes(services, settings, topics, clock):
+    refusing = FaultyClient(boto3.client("sns")).fail("publish", "AuthorizationError")
+    failing = QueueWaker(services.store, Notifier(refusing, settings), clock)
+    request = parse_create_request({"queue": "work"}, settings)
+    assert create_tasks(request, services.store, clock.now_ms(), None, failing).wakeup == "failed"
+    assert services.store.read_wake_record("work").wake_sent_ms is None
+    assert write(services) == "woken"
+    assert topics.wakeups() == ["work"]
+
+
+def test_a_producer_dead_after_its_write_is_covered_by_the_safety_net(services, topics, clock):
+    put_silently(services.store, clock)
+    assert run_safety_net(services) == ["work"]
+    assert topics.wakeups() == ["work"]
+
+
+def test_a_producer_dead_between_its_claim_and_its_publish_is_covered_within_one_safety_net_period(services, topics, clock):
+    put_silently(services.store, clock)
+    assert services.store.claim_wake("work", clock.now_ms(), int(WAKE_IN_FLIGHT_SECONDS * 1000))
+    assert run_safety_net(services) == []  # trusted while it may still be on its way
+    clock.advance(WAKE_IN_FLIGHT_SECONDS)
+    assert run_safety_net(services) == ["work"]
+    assert topics.wakeups() == ["work"]
+
+
+def test_a_crashed_watcher_is_trusted_only_until_its_lease_lapses(services, topics, clock):
+    assert Watch(services.store, "work", "crashed", clock).begin()  # never renewed, never stopped
+    assert write(services) == "watched"
+    clock.advance(WATCH_LEASE_SECONDS)
+    assert write(services) == "woken"
+    assert topics.wakeups() == ["work"]
+    assert Watch(services.store, "work", "worker-2", clock).begin()  # the new worker takes the lapsed watch over
+
+
+def test_a_paused_queue_is_not_woken_by_its_producers(services, topics):
+    services.store.pause("work")
+    assert write(services) == "paused"
+    assert topics.wakeups() == []
+
+
+@pytest.mark.parametrize("queue", ["work", "calls"])
+def test_each_queue_has_its_own_handshake(services, topics, queue):
+    assert write(services, queue) == "woken"
+    assert topics.wakeups() == [queue]
+    other = "calls" if queue == "work" else "work"
+    assert services.store.read_wake_record(other).seq == 0
+
+
+@pytest.mark.parametrize(("lanes", "helps"), [(1, False), (2, True)])
+def test_a_full_worker_wakes_another_only_when_several_may_run(dynamodb, topics, clock, lanes, helps):
+    """Producers wake a watched queue nobody: with several workers allowed (CLAIM_LANES > 1), a worker whose runner
+    is full while claimable work waits wakes another itself, at most every HELP_SECONDS."""
+    settings = make_settings(topics, claim_lanes=lanes)
+    store = TaskStore(dynamodb, settings, clock)
+    store.put_tasks(new_tasks(parse_create_request({"queue": "work", "count": 6}, settings), clock.now_ms(), settings))
+    called: list[str] = []
+
+    def slow(task):  # each task keeps the one runner slot busy for a second
+        clock.advance(1.0)
+
+    report = Worker(store, slow, capacity=1, owner="worker-1", clock=clock, call_for_help=called.append).run("work", 30)
+    assert report.succeeded == 6
+    if helps:
+        assert called and set(called) == {"work"} and report.helpers_woken == len(called)
+        assert len(called) <= 6 / HELP_SECONDS + 1  # not one per claim round
+    else:
+        assert called == [] and report.helpers_woken == 0

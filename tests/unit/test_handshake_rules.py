@@ -1,0 +1,69 @@
+"""The wake-up handshake's pure rules (taskqueue.handshake.rules): what a producer does after it wrote, and when a
+worker's empty look may count for a stop."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from taskqueue.handshake.rules import (
+    INDEX_LAG_ALLOWANCE_SECONDS,
+    WAKE_IN_FLIGHT_SECONDS,
+    WATCH_LEASE_SECONDS,
+    ProducerStep,
+    WakeRecord,
+    producer_step,
+    renewal_due,
+    stop_look_due_ms,
+)
+
+NOW = 1_800_000_000_000
+
+
+def test_an_idle_queue_is_woken():
+    assert producer_step(WakeRecord(), NOW) is ProducerStep.WAKE
+
+
+def test_a_live_watcher_is_trusted_and_a_lapsed_one_is_not():
+    assert producer_step(WakeRecord(watcher="w", watch_until_ms=NOW + 1), NOW) is ProducerStep.WATCHED
+    assert producer_step(WakeRecord(watcher="w", watch_until_ms=NOW), NOW) is ProducerStep.WAKE
+
+
+def test_a_wake_up_in_flight_is_trusted_for_its_window_only():
+    sent = NOW - int(WAKE_IN_FLIGHT_SECONDS * 1000)
+    assert producer_step(WakeRecord(wake_sent_ms=sent + 1), NOW) is ProducerStep.IN_FLIGHT
+    assert producer_step(WakeRecord(wake_sent_ms=sent), NOW) is ProducerStep.WAKE
+
+
+def test_a_paused_queue_is_never_woken_by_a_producer():
+    assert producer_step(WakeRecord(paused=True), NOW) is ProducerStep.PAUSED
+    assert producer_step(WakeRecord(paused=True, watcher="w", watch_until_ms=NOW + 1), NOW) is ProducerStep.PAUSED
+
+
+@given(st.integers(0, 2**42), st.integers(0, 2**42), st.booleans(), st.booleans(), st.booleans())
+def test_a_producer_stays_passive_only_if_someone_else_will_act(now, last_write, watcher_live, in_flight, paused):
+    record = WakeRecord(
+        last_write_ms=last_write,
+        watcher="w" if watcher_live else None,
+        watch_until_ms=now + 1 if watcher_live else 0,
+        wake_sent_ms=now if in_flight else None,
+        paused=paused,
+    )
+    step = producer_step(record, now)
+    if step is not ProducerStep.WAKE:  # someone will look: a watcher, a wake-up on its way, or `taskq resume`
+        assert watcher_live or in_flight or paused
+    else:
+        assert not (watcher_live or in_flight or paused)
+
+
+@given(st.integers(0, 2**42))
+def test_an_empty_look_counts_only_after_the_index_lag_allowance(last_write):
+    due = stop_look_due_ms(WakeRecord(last_write_ms=last_write))
+    assert due == last_write + int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
+    assert stop_look_due_ms(WakeRecord(last_write_ms=last_write), lag_seconds=0) == last_write
+
+
+def test_a_watch_is_renewed_once_half_its_lease_is_gone():
+    half = int(WATCH_LEASE_SECONDS * 500)
+    assert not renewal_due(NOW + half, NOW)
+    assert renewal_due(NOW + half - 1, NOW)
