@@ -71,8 +71,9 @@ def create(store: TaskStore, now_ms: int, n: int = 1, **body: Any) -> list[str]:
 def dead_letter(store: TaskStore, queue: str, n: int, error: str = "boom") -> list[str]:
     """``n`` tasks of ``queue`` that failed their only attempt with ``error``."""
     ids = create(store, store._clock.now_ms(), n, queue=queue, maxAttempts=1)
-    for _ in ids:
-        task = store.claim(store.candidates(queue, 1)[0], "w")
+    for task_id in ids:  # these tasks, whatever else waits in the queue
+        candidate = next(c for c in store.candidates(queue, 1000, shed=False) if c.task_id == task_id)
+        task = store.claim(candidate, "w")
         assert task is not None and store.fail(task, "w", error)
     return ids
 
