@@ -80,3 +80,10 @@ def test_claim_lanes_held_counts_live_leases(store, clock):
     assert lane is not None and store.claim_lanes_held("work") == 1
     clock.advance(6)
     assert store.claim_lanes_held("work") == 0
+
+
+def test_the_board_reads_the_function_log_the_local_stack_writes():
+    from local.stack import FUNCTION_LOG
+    from taskq.board.services import LOCAL_FUNCTION_LOG
+
+    assert LOCAL_FUNCTION_LOG == FUNCTION_LOG.name
