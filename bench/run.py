@@ -467,7 +467,16 @@ def board_section() -> str:
     path = ROOT / "bench" / "results-board.md"
     if not path.exists():
         return ""
-    rows = [line for line in path.read_text().splitlines() if line.startswith(("## ", "| GET /", "| of which"))]
+    rows = ["| engine, tasks in queue work | GET / median, s | of which depth('work'), s |", "|---|---:|---:|"]
+    title = page = ""
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if line.startswith("## "):
+            title = line[3:]
+        elif line.startswith("| GET /"):
+            page = cells[2]
+        elif line.startswith("| of which") and title:
+            rows.append(f"| {title} | {page} | {cells[2]} |")
     return "\n".join(["## The queue board with a big queue", "",
                       "From [bench/results-board.md](results-board.md) (bench/board_bench.py; commands and dates there):",
                       "", *rows, ""])
