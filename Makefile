@@ -10,7 +10,7 @@ SAM_CLI_VERSION := 1.170.0
 # which hangs when 3.13 is not the active version), else a python3.13 on PATH.
 PY313 := $(or $(lastword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13)),$(shell command -v python3.13 2>/dev/null))
 
-.PHONY: venv test test-moto test-dynamodb-local lint security bench build validate demo invoke clean
+.PHONY: venv test test-moto test-dynamodb-local lint security bench build validate demo invoke clean board board-assets
 
 $(VENV)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,8 @@ $(SAM_VENV)/.installed:
 # One run alone: `make test-moto` or `make test-dynamodb-local`; PYTEST_ARGS picks tests, e.g.
 # make test-dynamodb-local PYTEST_ARGS=tests/integration/test_store.py::test_a_task_is_claimed_once
 PYTEST_ARGS ?=
-test: venv
+test: venv board-assets
+	@command -v chromium >/dev/null || scripts/install-browser
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	scripts/with-dynamodb-local $(PY) -m pytest -q --dynamodb=local $(PYTEST_ARGS)
 
@@ -79,5 +80,18 @@ invoke: venv
 	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<FunctionLogicalId or dir> EVENT=events/<file>.json"; exit 2; }
 	$(PY) -m local invoke $(FN) $(EVENT) $(if $(PARAMS),--param-overrides $(PARAMS))
 
+# The queue board (taskq board; docs/operations.md#the-board): against the running local stack, or a deployed one
+# with STACK=name (your AWS credentials). PORT=N picks the port (default: a free one); READ_ONLY=1 hides the actions.
+# Its one script, htmx, comes from npm (not kept in the repository) into .board-assets/.
+HTMX_VERSION := 2.0.8
+HTMX := .board-assets/node_modules/htmx.org/dist/htmx.min.js
+$(HTMX):
+	scripts/install-board-assets $(HTMX_VERSION)
+
+board-assets: $(HTMX)
+
+board: venv board-assets
+	$(VENV)/bin/taskq board $(if $(STACK),--stack-name $(STACK)) $(if $(PORT),--port $(PORT)) $(if $(READ_ONLY),--read-only)
+
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .venv-checkov .aws-sam .pytest_cache reports .dynamodb-local
+	rm -rf $(VENV) $(SAM_VENV) .venv-checkov .aws-sam .pytest_cache reports .dynamodb-local .board-assets

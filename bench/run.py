@@ -454,10 +454,32 @@ def write_results(path: Path, r: dict[str, Any], table: Table, plan: Plan, wall:
         "",
         details(r),
         "",
+        board_section(),
         "What each figure means and how it is measured: docs/benchmarks.md.",
         "",
     ]
     path.write_text("\n".join(lines))
+
+
+def board_section() -> str:
+    """The queue board's timing is a benchmark of its own (bench/board_bench.py writes bench/results-board.md, one
+    section per engine and size); its table rows are carried here so that a `make bench` keeps them."""
+    path = ROOT / "bench" / "results-board.md"
+    if not path.exists():
+        return ""
+    rows = ["| engine, tasks in queue work | GET / median, s | of which depth('work'), s |", "|---|---:|---:|"]
+    title = page = ""
+    for line in path.read_text().splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if line.startswith("## "):
+            title = line[3:]
+        elif line.startswith("| GET /"):
+            page = cells[2]
+        elif line.startswith("| of which") and title:
+            rows.append(f"| {title} | {page} | {cells[2]} |")
+    return "\n".join(["## The queue board with a big queue", "",
+                      "From [bench/results-board.md](results-board.md) (bench/board_bench.py; commands and dates there):",
+                      "", *rows, ""])
 
 
 def scale_markdown(r: dict[str, Any]) -> str:

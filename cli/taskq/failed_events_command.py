@@ -66,10 +66,10 @@ def run(t: FailedEventsTarget, args: argparse.Namespace, say: Printer) -> int:
         _show(t, messages, args, say)
         return 0
     finally:
-        _release(sqs, t.queue_url, [m for m in messages if m.message_id not in handled])
+        release(sqs, t.queue_url, [m for m in messages if m.message_id not in handled])
 
 
-def _release(sqs: Any, queue_url: str, messages: Sequence[FailedEvent]) -> None:
+def release(sqs: Any, queue_url: str, messages: Sequence[FailedEvent]) -> None:
     """Make the messages read but not handled visible again at once (best effort: else after the timeout)."""
     for start in range(0, len(messages), 10):
         entries = [

@@ -2,8 +2,9 @@
 or table name.
 
 The commands live by group: task_commands (stats, list, show, peek, create, cancel, reprioritize, touch,
-redrive), queue_commands (pause, resume, purge, retry-all), watch, agents_view (agents) and
-failed_events_command (failed-events, which reads FailedEventsQueue instead of the table). How a command finds
+redrive), queue_commands (pause, resume, purge, retry-all), watch, agents_view (agents),
+failed_events_command (failed-events, which reads FailedEventsQueue instead of the table) and board (the web page,
+taskq/board/). How a command finds
 its stack: taskq/connection.py.
 
 Every command takes the connection options and --json. Expected errors print one line ``taskq: error: ...`` on
@@ -20,6 +21,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from taskq import agents_view, connection, failed_events_command, queue_commands, task_commands, watch
+from taskq.board import command as board_command
 from taskq.connection import CliError
 from taskqueue.errors import TaskQueueError
 
@@ -46,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     agents_view.add_parser(command)
     # Needs no queue table: its own connection (the stack output FailedEventsQueueUrl, or --queue-url).
     failed_events_command.add_parser(command)
+    board_command.add_parser(command)
     return parser
 
 

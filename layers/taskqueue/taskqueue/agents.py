@@ -167,14 +167,19 @@ class AgentStore:
     def queued_agents(self) -> list[Agent]:
         """Every agent waiting for a call, for operators (``taskq agents``): a filtered Scan of the profile items
         (one per agent, not per queue entry); each agent's ``entries`` name the queues it waits in."""
+        return self.agents(AgentStatus.QUEUED)
+
+    def agents(self, status: AgentStatus | None = None) -> list[Agent]:
+        """Every agent (``status`` None) or those in ``status``, for operators (the board): a filtered Scan of the
+        agent table's profile items, one per agent."""
         request: dict[str, Any] = {
             "TableName": self._table,
-            "FilterExpression": "sk = :profile AND agentStatus = :queued",
-            "ExpressionAttributeValues": {
-                ":profile": {"S": matching.PROFILE_SORT},
-                ":queued": {"S": AgentStatus.QUEUED.value},
-            },
+            "FilterExpression": "sk = :profile",
+            "ExpressionAttributeValues": {":profile": {"S": matching.PROFILE_SORT}},
         }
+        if status is not None:
+            request["FilterExpression"] += " AND agentStatus = :status"
+            request["ExpressionAttributeValues"][":status"] = {"S": status.value}
         found: list[Agent] = []
         while True:
             response = self._call("scan", **request)

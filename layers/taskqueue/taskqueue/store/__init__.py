@@ -2,8 +2,9 @@
 
 One concern per module: ``table`` (request plumbing, batched reads and writes, creating tasks), ``claims``
 (what workers do: find, claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
-redrive), ``reading`` (listings and counts) and ``control`` (per-queue pause and the queue-wide running
-limit), ``wake`` (the wake-up handshake's record, on the same control item). ``TaskStore`` joins them; import everything from ``taskqueue.store``.
+redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COUNT queries alone), ``control``
+(per-queue pause and the queue-wide running limit) and ``wake`` (the wake-up handshake's record, on the same control
+item). ``TaskStore`` joins them; import everything from ``taskqueue.store``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from taskqueue.dynamo import count_all, make_client
 from taskqueue.store.claims import WorkerTransitions
 from taskqueue.store.control import QueueControl, QueueControls, Token
+from taskqueue.store.counts import Counts, QueueDepth
 from taskqueue.store.operator import OperatorOperations
 from taskqueue.store.reading import LISTABLE_BY_INDEX, QueueStats, Reading, TaskPage
 from taskqueue.store.table import (
@@ -32,6 +34,7 @@ __all__ = [
     "Candidate",
     "CreateResult",
     "QueueControl",
+    "QueueDepth",
     "QueueStats",
     "QueueTable",
     "StoreError",
@@ -45,5 +48,5 @@ __all__ = [
 ]
 
 
-class TaskStore(WorkerTransitions, OperatorOperations, Reading, QueueControls, WakeRecords):
+class TaskStore(WorkerTransitions, OperatorOperations, Counts, Reading, QueueControls, WakeRecords):
     """Every operation on the queue table (see the modules of this package for each concern)."""

@@ -151,6 +151,10 @@ class QueueControls(QueueTable):
         """Give a lane back at the end of a claim window; ``False`` if it was not ours any more."""
         return self.free_token(lane)
 
+    def claim_lanes_held(self, queue: str) -> int:
+        """How many of ``queue``'s CLAIM_LANES are leased now, i.e. how many workers are claiming from it now."""
+        return len(self._lanes_held(queue, self._clock.now_ms()))
+
     def _lanes_held(self, queue: str, now_ms: int) -> set[int]:
         response = self._call("get_item", TableName=self._table, Key=_key(_lanes_id(queue)), ConsistentRead=True)
         item = response.get("Item", {})

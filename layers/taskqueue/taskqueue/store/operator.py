@@ -9,7 +9,7 @@ ConditionFailed naming its state now.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from taskqueue import keys
@@ -162,14 +162,23 @@ class OperatorOperations(QueueTable):
     ) -> RedriveResult:
         """``redrive`` every FAILURE (or CANCELLED) task of a queue, up to ``limit``; a task that changed meanwhile
         is reported in ``refused`` with the reason, the others are redriven. Wake the queue afterwards."""
+        redriven, refused = self.redrive_many(self.dead_letters(queue, status, limit=limit), ttl_seconds)
+        return RedriveResult(queue=queue, status=status, redriven=redriven, refused=refused)
+
+    def redrive_many(
+        self, task_ids: Iterable[str], ttl_seconds: int | None = None
+    ) -> tuple[list[Task], list[tuple[str, str]]]:
+        """``redrive`` each task of ``task_ids`` (a chosen set: the board's filtered FAILURE tasks, a queue's dead
+        letters): the tasks redriven, and (id, reason) for each one refused (not FAILURE or CANCELLED any more, or
+        changed meanwhile). Wake the queues afterwards."""
         redriven: list[Task] = []
         refused: list[tuple[str, str]] = []
-        for task_id in self.dead_letters(queue, status, limit=limit):
+        for task_id in task_ids:
             try:
                 redriven.append(self.redrive(task_id, ttl_seconds=ttl_seconds))
-            except (InvalidTransition, ConditionFailed) as exc:
+            except (InvalidTransition, ConditionFailed, TaskNotFound) as exc:
                 refused.append((task_id, str(exc)))
-        return RedriveResult(queue=queue, status=status, redriven=redriven, refused=refused)
+        return redriven, refused
 
     def _ids_in_state(self, queue: str, status: TaskStatus) -> Iterator[str]:
         """Every id of a queue's tasks in ``status``, lazily: index queries, or a filtered Scan for the states that

@@ -12,7 +12,7 @@ from typing import Any
 from taskqueue import keys
 from taskqueue.dynamo import count_all
 from taskqueue.errors import InvalidPageToken, InvalidTaskInput
-from taskqueue.model import Task
+from taskqueue.model import MAX_TASKS_PER_REQUEST, Task, derived_task_ids
 from taskqueue.states import TaskStatus
 from taskqueue.store.table import (
     _BATCH_GET_LIMIT,
@@ -179,6 +179,20 @@ class Reading(QueueTable):
                 break
         found.sort(key=lambda item: int(item["taskUpdated"]["N"]), reverse=True)
         return [item["taskId"]["S"] for item in found], start or None
+
+    def tasks_of_request(self, request_id: str) -> list[Task]:
+        """The tasks a CreateTasks request created with ids derived from its request id (a request without taskIds
+        of its own): the ids are computed (``model.derived_task_ids``), not searched for, since no index holds
+        ``requestId``; read 100 per BatchGetItem until a batch finds none of them. Tasks of caller-chosen or
+        random ids are found by their id."""
+        found: list[Task] = []
+        ids = derived_task_ids(MAX_TASKS_PER_REQUEST, request_id)
+        for start in range(0, len(ids), _BATCH_GET_LIMIT):
+            batch = [t for t in self._get_many(ids[start : start + _BATCH_GET_LIMIT]) if t.request_id == request_id]
+            if not batch:
+                break
+            found += batch
+        return found
 
     def payloads(self, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Task id -> payload, for tasks whose payload never changes once created (the Matcher's calls): 100 per

@@ -1,0 +1,188 @@
+"""The board's actions: POSTs only, each carrying the session's CSRF token (checked by CSRFProtect before any of
+these runs), each calling exactly what the matching ``taskq`` command calls — the store's operation, then
+``task_commands.wake`` where the command wakes the queue — with the same refusals. With ``--read-only`` every one
+answers 403 and changes nothing.
+
+| board action | taskq command | store operation |
+|---|---|---|
+| retry (a FAILURE or CANCELLED task) | ``redrive ID`` | ``redrive``, then wake |
+| cancel / reprioritize / touch | ``cancel`` / ``reprioritize`` / ``touch`` | the same |
+| pause / resume | ``pause`` / ``resume`` | ``pause`` / ``resume``, then wake |
+| purge a state (the queue's name typed to confirm) | ``purge --state`` (y/N) | ``check_purgeable``, ``purge`` |
+| retry all (a queue's FAILURE/CANCELLED tasks) | ``retry-all --queue`` | ``redrive_all``, then wake |
+| retry all of a filtered list | (``redrive`` of each) | ``redrive_many``, then wake |
+
+After an action the browser is sent back where it came from (POST, redirect, GET) with one line saying what
+happened.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, current_app, flash, redirect, request
+from flask.typing import ResponseReturnValue
+
+from taskq.board import reads
+from taskq.board.services import Board
+from taskq.task_commands import wake
+from taskqueue.errors import InvalidTaskInput, TaskQueueError
+from taskqueue.states import TaskStatus
+from taskqueue.store.operator import check_purgeable
+
+blueprint = Blueprint("actions", __name__, url_prefix="/actions")
+
+# Tasks one "retry all" touches at most, as `taskq retry-all --limit` defaults.
+RETRY_ALL_LIMIT = 1000
+
+
+def board() -> Board:
+    return current_app.extensions["board"]
+
+
+@blueprint.before_request
+def refuse_when_read_only() -> None:
+    if board().read_only:
+        abort(403, "This board runs with --read-only: it shows the queues and changes nothing.")
+
+
+def back(default: str = "/") -> ResponseReturnValue:
+    """Redirect to the form's ``next`` when it is a path on this board, else to ``default``."""
+    target = request.form.get("next", "")
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        target = default
+    return redirect(target, code=303)
+
+
+def done(message: str, default: str = "/") -> ResponseReturnValue:
+    flash(message, "ok")
+    return back(default)
+
+
+def refused(exc: TaskQueueError, default: str = "/") -> ResponseReturnValue:
+    flash(str(exc), "error")
+    return back(default)
+
+
+def _queue() -> str:
+    queue = request.form.get("queue", "")
+    board().target.settings.order_of(queue)  # refused with the configured queues named
+    return queue
+
+
+def _woken(queues: list[str], reason: str) -> str:
+    _, note = wake(board().target, queues, False, reason)
+    return f" ({note})" if note else ""
+
+
+# ---- one task ----------------------------------------------------------------------------------------------------
+
+
+@blueprint.post("/tasks/<task_id>/retry")
+def retry(task_id: str) -> ResponseReturnValue:
+    page = f"/tasks/{task_id}"
+    try:
+        task = board().store.redrive(task_id)
+    except TaskQueueError as exc:
+        return refused(exc, page)
+    return done(f"retried {task.task_id}: now PENDING, attempts reset{_woken([task.queue], 'redrive')}", page)
+
+
+@blueprint.post("/tasks/<task_id>/cancel")
+def cancel(task_id: str) -> ResponseReturnValue:
+    page = f"/tasks/{task_id}"
+    try:
+        task = board().store.cancel(task_id)
+    except TaskQueueError as exc:
+        return refused(exc, page)
+    return done(f"cancelled {task.task_id}: now {task.status}", page)
+
+
+@blueprint.post("/tasks/<task_id>/reprioritize")
+def reprioritize(task_id: str) -> ResponseReturnValue:
+    page = f"/tasks/{task_id}"
+    raw = request.form.get("priority", "").strip()
+    try:
+        if not raw.isdigit():
+            raise InvalidTaskInput(f"priority must be a whole number from 0 to 999, got {raw!r}")
+        task = board().store.reprioritize(task_id, int(raw))
+    except TaskQueueError as exc:
+        return refused(exc, page)
+    return done(f"reprioritized {task.task_id}: now priority {task.priority}", page)
+
+
+@blueprint.post("/tasks/<task_id>/touch")
+def touch(task_id: str) -> ResponseReturnValue:
+    page = f"/tasks/{task_id}"
+    try:
+        task = board().store.touch(task_id)
+    except TaskQueueError as exc:
+        return refused(exc, page)
+    return done(f"touched {task.task_id}: it takes the place of a new task", page)
+
+
+# ---- a queue -----------------------------------------------------------------------------------------------------
+
+
+@blueprint.post("/pause")
+def pause() -> ResponseReturnValue:
+    try:
+        queue = _queue()
+        board().store.pause(queue)
+    except TaskQueueError as exc:
+        return refused(exc)
+    return done(f"paused queue {queue!r}: workers claim nothing from it; its tasks keep their places and TTLs")
+
+
+@blueprint.post("/resume")
+def resume() -> ResponseReturnValue:
+    try:
+        queue = _queue()
+        board().store.resume(queue)
+    except TaskQueueError as exc:
+        return refused(exc)
+    return done(f"resumed queue {queue!r}: workers claim from it again{_woken([queue], 'resume')}")
+
+
+@blueprint.post("/purge")
+def purge() -> ResponseReturnValue:
+    try:
+        queue = _queue()
+        state = check_purgeable(request.form.get("state", ""))  # TAKEN is refused before anything is asked
+        if request.form.get("confirm", "").strip() != queue:
+            raise InvalidTaskInput(f"purge not confirmed: type the queue's name ({queue}) to delete its {state} "
+                                   "tasks; nothing was deleted")
+        result = board().store.purge(queue, state)
+    except TaskQueueError as exc:
+        return refused(exc)
+    text = f"purged {result.deleted} {state} task(s) of queue {queue!r}"
+    if result.skipped:
+        text += f"; skipped {result.skipped} that changed state meanwhile (claimed, redriven or cancelled)"
+    return done(text)
+
+
+@blueprint.post("/retry-all")
+def retry_all() -> ResponseReturnValue:
+    """Every FAILURE (or CANCELLED) task of a queue, or of the filtered list the form came from."""
+    try:
+        queue = _queue()
+        status = TaskStatus(request.form.get("state", "FAILURE").upper())
+        if status not in (TaskStatus.FAILURE, TaskStatus.CANCELLED):
+            raise InvalidTaskInput(f"retry-all takes FAILURE or CANCELLED tasks, not {status}")
+        wanted = _filter(queue, status)
+        if wanted.filtering:
+            redriven, skipped = board().store.redrive_many(reads.filtered_ids(board(), wanted))
+        else:
+            result = board().store.redrive_all(queue, status, RETRY_ALL_LIMIT)
+            redriven, skipped = result.redriven, result.refused
+    except (TaskQueueError, ValueError) as exc:
+        return refused(exc if isinstance(exc, TaskQueueError) else InvalidTaskInput(str(exc)))
+    text = f"retried {len(redriven)} {status} task(s) of queue {queue!r}: now PENDING, attempts reset"
+    if skipped:
+        text += f"; skipped {len(skipped)} that changed meanwhile (first: {skipped[0][1]})"
+    return done(text + (_woken([queue], "redrive") if redriven else ""))
+
+
+def _filter(queue: str, status: TaskStatus) -> reads.TaskFilter:
+    raw = request.form.get("priority", "").strip()
+    if raw and not raw.isdigit():
+        raise InvalidTaskInput(f"priority must be a whole number from 0 to 999, got {raw!r}")
+    return reads.TaskFilter(queue, status.value, int(raw) if raw else None, request.form.get("error", "").strip())

@@ -1,0 +1,122 @@
+"""The board's pages (GET only: nothing here changes anything). Each reads through ``reads.py`` and renders."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
+
+from taskq.board import charts, reads
+from taskq.board.services import Board
+from taskqueue.errors import InvalidTaskInput
+from taskqueue.states import TaskStatus
+
+pages = Blueprint("pages", __name__)
+
+PAGE_SIZES = (20, 50, 100)
+
+
+def board() -> Board:
+    return current_app.extensions["board"]
+
+
+def _now_ms() -> int:
+    return board().target.clock.now_ms()
+
+
+def _queues_context() -> dict[str, object]:
+    now = _now_ms()
+    rows = reads.queue_rows(board(), now)
+    charts_by_queue = {
+        row.queue: [
+            charts.counts_chart(row.series),
+            charts.timing_chart(row.series, "AgeAtClaim", "age at claim"),
+            charts.timing_chart(row.series, "WaitTimeAtMatch", "wait at match"),
+        ]
+        for row in rows
+    }
+    return {"rows": rows, "charts": charts_by_queue, "now_ms": now, "states": [s.value for s in TaskStatus]}
+
+
+@pages.get("/")
+def queues() -> ResponseReturnValue:
+    return render_template("queues.html", **_queues_context())
+
+
+@pages.get("/fragments/queues")
+def queues_fragment() -> ResponseReturnValue:
+    return render_template("_queues.html", **_queues_context())
+
+
+def task_filter() -> reads.TaskFilter:
+    """The task list's filter from the query string; bad values are refused with the reason."""
+    queue = request.args.get("queue") or None
+    if queue is not None:
+        board().target.settings.order_of(queue)  # an unknown queue is refused with the configured ones named
+    state = (request.args.get("state") or "").upper() or None
+    if state is not None and state not in TaskStatus.__members__:
+        raise InvalidTaskInput(f"unknown state {state!r}; states: {', '.join(s.value for s in TaskStatus)}")
+    raw_priority = (request.args.get("priority") or "").strip()
+    priority = None
+    if raw_priority:
+        if not raw_priority.isdigit():
+            raise InvalidTaskInput(f"priority must be a whole number from 0 to 999, got {raw_priority!r}")
+        priority = int(raw_priority)
+    return reads.TaskFilter(queue, state, priority, (request.args.get("error") or "").strip())
+
+
+@pages.get("/tasks")
+def tasks() -> ResponseReturnValue:
+    wanted = task_filter()
+    limit = request.args.get("limit", type=int) or PAGE_SIZES[0]
+    if limit not in PAGE_SIZES:
+        limit = PAGE_SIZES[0]
+    token = request.args.get("page_token") or None
+    listing = reads.list_tasks(board(), wanted, limit, token)
+    return render_template(
+        "tasks.html", listing=listing, wanted=wanted, limit=limit, page_sizes=PAGE_SIZES, now_ms=_now_ms(),
+        states=[s.value for s in TaskStatus], retryable=wanted.state in ("FAILURE", "CANCELLED"),
+        filter_budget=reads.FILTER_BUDGET,
+    )
+
+
+@pages.get("/search")
+def search() -> ResponseReturnValue:
+    text = (request.args.get("q") or "").strip()
+    found = reads.search(board(), text) if text else []
+    if len(found) == 1 and found[0].task_id == text:
+        return redirect(url_for("pages.task", task_id=text))
+    return render_template("search.html", text=text, found=found, now_ms=_now_ms())
+
+
+@pages.get("/tasks/<task_id>")
+def task(task_id: str) -> ResponseReturnValue:
+    item = board().store.get(task_id)
+    now = _now_ms()
+    return render_template("task.html", task=item, timeline=reads.timeline(item, now), now_ms=now)
+
+
+def _matching_context() -> dict[str, object]:
+    now = _now_ms()
+    view = reads.matching_view(board(), now)
+    series = None
+    if view is not None and view.queue in board().target.settings.queue_orders:
+        series = board().metrics.series([view.queue], now)[view.queue]
+    match_charts = [] if series is None else [
+        charts.counts_chart(series), charts.timing_chart(series, "WaitTimeAtMatch", "wait at match"),
+    ]
+    return {"view": view, "charts": match_charts, "now_ms": now}
+
+
+@pages.get("/matching")
+def matching() -> ResponseReturnValue:
+    return render_template("matching.html", **_matching_context())
+
+
+@pages.get("/fragments/matching")
+def matching_fragment() -> ResponseReturnValue:
+    return render_template("_matching.html", **_matching_context())
+
+
+@pages.get("/failed-events")
+def failed_events() -> ResponseReturnValue:
+    return render_template("failed_events.html", messages=reads.failed_events(board()))
