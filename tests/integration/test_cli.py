@@ -51,6 +51,7 @@ def test_every_command_has_help(capsys):
         "stats", "list", "show", "peek", "create", "cancel", "reprioritize", "touch", "redrive", "agents",
         "failed-events",  # tests/integration/test_cli_failed_events.py
         "pause", "resume", "purge", "retry-all", "watch",  # tests/integration/test_cli_operator_tools.py
+        "board",  # tests/board/
     }
     for name in commands:
         with pytest.raises(SystemExit) as done:
