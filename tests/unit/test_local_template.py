@@ -78,7 +78,7 @@ def test_the_project_template_resolves_with_overrides_and_globals():
     # Wake-ups expire after 5 minutes and are dropped, not parked in FailedEventsQueue (no destination).
     for worker in (process, fns["MatcherFunction"]):
         assert (worker.max_retry_attempts, worker.max_event_age_seconds, worker.on_failure) == (1, 300, None)
-    assert process.layer_dirs == [REPO / "layers" / "taskqueue"]
+    assert process.layer_dirs == [REPO / "layers" / "taskqueue", REPO / "runner"]  # Globals' layer first, as SAM does
     assert process.code_dir == REPO / "functions" / "process_tasks"
     assert fns["CreateTasksFunction"].events["Schedule"]["Properties"]["Input"] == '{"queue": "work", "count": 4}'
     stream = fns["TriggerFunction"].events["QueueStream"]["Properties"]
@@ -111,9 +111,11 @@ Resources:
   CoreLayer:
     Type: AWS::Serverless::LayerVersion
     Properties: {ContentUri: core/}
+    Metadata: {BuildMethod: python3.13}
   ExtraLayer:
     Type: AWS::Serverless::LayerVersion
     Properties: {ContentUri: extra/}
+    Metadata: {BuildMethod: python3.13}
   Fn:
     Type: AWS::Serverless::Function
     Properties:
