@@ -71,6 +71,15 @@ class RunnerBusy(TaskQueueError):
     """The runner has no free slot; the caller must wait for one before it claims a task."""
 
 
+class WaitTimedOut(TaskQueueError):
+    """A task did not finish within the time a caller waited for it (``taskqueue.client``). ``task``: its state as
+    last read."""
+
+    def __init__(self, message: str, task: object) -> None:
+        super().__init__(message)
+        self.task = task
+
+
 class InvalidField(InvalidTaskInput):
     """An input that breaks its published JSON Schema. ``field`` names where ("count", "taskIds[2]", or "" for the
     input as a whole); the message says what was wrong and what is allowed."""
