@@ -16,7 +16,6 @@ from packaging.requirements import Requirement
 from tests.support import ROOT
 
 SOURCES = {"taskqueue": ROOT / "layers" / "taskqueue" / "taskqueue", "taskq": ROOT / "cli" / "taskq"}
-ENTRY_POINTS = ("taskqueue.client", "taskq.main")
 
 
 def canonical(name: str) -> str:
@@ -84,12 +83,22 @@ def installed_with(requirement: str) -> set[str]:
     return found
 
 
-def test_every_package_the_cli_and_the_client_import_is_installed_by_the_projects_package():
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    installed = set().union(*(installed_with(requirement) for requirement in declared))
+def missing_from(entry_points: tuple[str, ...], requirements: list[str]) -> dict[str, object]:
+    installed = set().union(*(installed_with(requirement) for requirement in requirements))
     distributions = packages_distributions()
-    imports = imported_by(ENTRY_POINTS)
-    assert {"boto3", "fastjsonschema", "aws_lambda_powertools"} <= imports  # the walk follows the project's imports
-    missing = {top: distributions.get(top) for top in imports
-               if not {canonical(d) for d in distributions.get(top, [top])} & installed}
-    assert missing == {}, f"imported by taskqueue.client / taskq but not installed by pyproject.toml: {missing}"
+    return {top: distributions.get(top) for top in imported_by(entry_points)
+            if not {canonical(d) for d in distributions.get(top, [top])} & installed}
+
+
+def test_every_package_the_client_imports_is_installed_by_the_projects_package():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert {"boto3", "fastjsonschema", "aws_lambda_powertools"} <= imported_by(("taskqueue.client",))  # the walk works
+    missing = missing_from(("taskqueue.client",), project["dependencies"])
+    assert missing == {}, f"imported by taskqueue.client but not installed by pyproject.toml: {missing}"
+
+
+def test_every_package_the_cli_imports_is_installed_by_the_package_with_its_extras():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = [r for requirements in (project.get("optional-dependencies") or {}).values() for r in requirements]
+    missing = missing_from(("taskq.main",), project["dependencies"] + extras)
+    assert missing == {}, f"imported by taskq but not installed by pyproject.toml (with its extras): {missing}"
