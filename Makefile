@@ -10,7 +10,7 @@ SAM_CLI_VERSION := 1.170.0
 # which hangs when 3.13 is not the active version), else a python3.13 on PATH.
 PY313 := $(or $(lastword $(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13)),$(shell command -v python3.13 2>/dev/null))
 
-.PHONY: venv test test-moto test-dynamodb-local lint security bench build validate demo invoke clean board board-assets
+.PHONY: venv test test-moto test-dynamodb-local lint security bench build python313 validate demo invoke clean board board-assets
 
 $(VENV)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -58,9 +58,15 @@ security:
 validate: $(SAM_VENV)/.installed
 	SAM_CLI_TELEMETRY=0 $(SAM) validate --lint < /dev/null
 
+# BUILD_DIR=DIR builds there instead of .aws-sam/build (tests/build/test_built_runner.py builds into a temporary folder).
+BUILD_DIR ?=
 build: $(SAM_VENV)/.installed
 	@test -x "$(PY313)" || { echo "python3.13 not found on PATH or in pyenv: sam build needs it for the python3.13 runtime"; exit 1; }
-	PATH="$(dir $(PY313)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM) build < /dev/null
+	PATH="$(dir $(PY313)):$$PATH" SAM_CLI_TELEMETRY=0 $(SAM) build $(if $(BUILD_DIR),--build-dir $(BUILD_DIR)) < /dev/null
+
+# The python3.13 that sam build uses (tests/build/test_built_runner.py runs the built artifact with it).
+python313:
+	@echo "$(PY313)"
 
 # The local engine (docs/local-engine.md): a scenario end to end; one function with an event file (through the
 # running local stack if `make up` runs, else on a one-shot engine); the local stack itself, kept running until

@@ -44,14 +44,18 @@ class Engine:
                  endpoint_url: str | None = None, time_scale: float = 1.0, ttl_lateness: float = 2.0,
                  ttl_interval: float = 1.0, log_file: str | Path | None = None, schedules: bool = True,
                  stack: str = "taskqueue-local", faults: Faults | None = None, emulator: Emulator | None = None,
-                 seeder: Seeder | None = None) -> None:
+                 seeder: Seeder | None = None, scale_clocks: bool = False) -> None:
         """``emulator``: a configured, not yet started Emulator to run instead of the default one (the local stack
         gives a fixed port and its Lambda API). ``seeder``: puts saved items and messages into each table and queue
-        right after it is created, before its stream is read (``local/persist.py``)."""
+        right after it is created, before its stream is read (``local/persist.py``). ``scale_clocks``: the functions'
+        own clocks run 1/time_scale as fast too (``local/sandbox.py``), so durations the handlers read (Timeout, a
+        runner's run, leases) pass as fast as the platform's; the TTL sweeper keeps that time."""
         self.template_path = Path(template)
         self.overrides = dict(overrides or {})
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
         self.time_scale = time_scale
+        # (scale, epoch) of the functions' clocks; the epoch is now, shared by every sandbox.
+        self.clock = (time_scale, time.time()) if scale_clocks and time_scale != 1.0 else None
         # Faults (local/faults.py): the emulator's share, and the TTL lateness ("never": no sweeper runs).
         self.faults = faults or Faults()
         if self.faults.needs_server and self.endpoint_url:
@@ -180,7 +184,7 @@ class Engine:
                 # TTL "never" (faults): the sweeper is not started (and would delete nothing before 1970 + 10^9 s).
                 lateness = self.ttl_lateness if self.ttl_lateness != float("inf") else 1e9
                 self.sweepers.append(TtlSweeper(self.ddb, name, keys, ttl["AttributeName"], self.ttl,
-                                                lateness, self.ttl_interval))
+                                                lateness, self.ttl_interval, self.now))
             # Seeded items are the stack's state from before, not new writes: their stream records are skipped.
             seeded = self.seeder.seed_table(self.ddb, logical, name) if self.seeder else 0
             if stream:
@@ -210,7 +214,7 @@ class Engine:
                 continue
             self.functions[logical] = spec
             limit = spec.reserved_concurrency if spec.reserved_concurrency is not None else UNRESERVED_CONCURRENCY
-            self.pools[logical] = FunctionPool(spec, self.endpoint_url or "", limit, self._log_line)
+            self.pools[logical] = FunctionPool(spec, self.endpoint_url or "", limit, self._log_line, self.clock)
             self.invokers[logical] = AsyncInvoker(self.pools[logical], spec, self.time_scale, self._send_failure,
                                                   self._invoked)
 
@@ -276,6 +280,13 @@ class Engine:
                 self._log_handle.write(f"{function} {line}\n")
 
     # ------------------------------------------------------------------ use
+
+    def now(self) -> float:
+        """The functions' time (epoch seconds): the real time, or their scaled clock's (``scale_clocks``)."""
+        if self.clock is None:
+            return time.time()
+        scale, epoch = self.clock
+        return epoch + (time.time() - epoch) / scale
 
     def resolve_function(self, name: str) -> str:
         """A logical id, a code directory name (functions/<dir>) or a physical name -> the logical id."""

@@ -7,6 +7,13 @@ separate result pipe. The handler's stdout/stderr (its logs) go to the child's s
 reads and attributes to the invocation in progress. A ``FunctionPool`` keeps the idle sandboxes of one
 function and enforces its concurrency limit; an invocation past the function's timeout kills its sandbox.
 
+Function clocks (opt-in, ``time_scale`` below 1 with ``scale_clocks``): the child's clock runs 1/time_scale as fast as
+the real one — ``time.time``, ``time.monotonic``, ``time.sleep``, the timeouts of threading's waits (so
+``concurrent.futures.wait``, ``Event.wait``, ``Thread.join``) and the context's remaining time — counted from one
+epoch that every sandbox of the engine shares, so all functions agree on the time. A 900 s Timeout then passes in
+900 x time_scale real seconds, and a runner that sleeps 300 s sleeps 300 x time_scale: the platform's durations are
+scaled by the same factor (schedules, batching windows, retries), so the whole stack keeps its proportions.
+
 This file is also the child's program, so the child half uses the standard library only.
 """
 
@@ -21,6 +28,32 @@ import traceback
 import uuid
 
 END_MARK = "\x00local-sandbox-end "
+
+
+def scale_clock(scale: float, epoch: float) -> None:
+    """Make this process's clock run 1/``scale`` as fast as the real one from ``epoch`` (see the docstring)."""
+    import threading
+
+    real_time, real_mono, real_sleep = time.time, time.monotonic, time.sleep
+    mono_epoch = real_mono()
+
+    def virtual_time() -> float:
+        return epoch + (real_time() - epoch) / scale
+
+    def virtual_monotonic() -> float:
+        return mono_epoch + (real_mono() - mono_epoch) / scale
+
+    def scaled(timeout: float | None) -> float | None:
+        return None if timeout is None else max(0.0, timeout) * scale
+
+    condition_wait, thread_join = threading.Condition.wait, threading.Thread.join
+    time.time = virtual_time
+    time.time_ns = lambda: int(virtual_time() * 1e9)
+    time.monotonic = virtual_monotonic
+    time.monotonic_ns = lambda: int(virtual_monotonic() * 1e9)
+    time.sleep = lambda seconds: real_sleep(scaled(seconds) or 0.0)
+    threading.Condition.wait = lambda self, timeout=None: condition_wait(self, scaled(timeout))
+    threading.Thread.join = lambda self, timeout=None: thread_join(self, scaled(timeout))
 
 
 # --------------------------------------------------------------------------- child
@@ -45,6 +78,10 @@ class LambdaContext:
 
 def _child() -> None:
     results = os.fdopen(int(os.environ.pop("LOCAL_SANDBOX_RESULT_FD")), "w", buffering=1)
+    clock = os.environ.pop("LOCAL_SANDBOX_CLOCK", "")
+    if clock:  # "<scale> <epoch>": before anything of the function is imported
+        scale, epoch = (float(part) for part in clock.split())
+        scale_clock(scale, epoch)
     code_dir = os.environ["LAMBDA_TASK_ROOT"]
     layers = [p for p in os.environ.pop("LOCAL_SANDBOX_LAYERS", "").split(os.pathsep) if p]
     sys.path[:] = [code_dir, *layers] + [p for p in sys.path[1:] if p]
@@ -103,8 +140,9 @@ if __name__ != "__main__":
         throttled: bool = False
         cold_start: bool = False
 
-    def sandbox_environment(spec: FunctionSpec, endpoint_url: str) -> dict[str, str]:
-        """The function's environment, as Lambda would set it, pointed at the emulator."""
+    def sandbox_environment(spec: FunctionSpec, endpoint_url: str, clock: tuple[float, float] | None = None) -> dict[str, str]:
+        """The function's environment, as Lambda would set it, pointed at the emulator. ``clock``: (scale, epoch) of
+        a scaled function clock (see the module's docstring)."""
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LANG": "C.UTF-8",
@@ -129,6 +167,8 @@ if __name__ != "__main__":
         }
         env.update(spec.environment)
         env["POWERTOOLS_TRACE_DISABLED"] = "true"
+        if clock is not None:
+            env["LOCAL_SANDBOX_CLOCK"] = f"{clock[0]!r} {clock[1]!r}"
         return env
 
     class Sandbox:
@@ -137,6 +177,8 @@ if __name__ != "__main__":
         def __init__(self, spec: FunctionSpec, env: dict[str, str], log_sink: Callable[[str, str], None] | None) -> None:
             self.spec = spec
             self.log_sink = log_sink
+            # A scaled function clock (LOCAL_SANDBOX_CLOCK): the Timeout passes in Timeout x scale real seconds.
+            self.clock_scale = float(env["LOCAL_SANDBOX_CLOCK"].split()[0]) if env.get("LOCAL_SANDBOX_CLOCK") else 1.0
             read_fd, write_fd = os.pipe()
             env = dict(env, LOCAL_SANDBOX_RESULT_FD=str(write_fd))
             self.proc = subprocess.Popen(
@@ -190,7 +232,7 @@ if __name__ != "__main__":
                 assert self.proc.stdin is not None
                 self.proc.stdin.write(json.dumps(request) + "\n")
                 self.proc.stdin.flush()
-                response = self._results.get(timeout=timeout + (5.0 if inv.cold_start else 0.5))
+                response = self._results.get(timeout=timeout * self.clock_scale + (5.0 if inv.cold_start else 0.5))
             except queue.Empty:
                 response = None
                 inv.timed_out = True
@@ -233,9 +275,9 @@ if __name__ != "__main__":
         """The execution environments of one function, at most ``limit`` of them busy at once."""
 
         def __init__(self, spec: FunctionSpec, endpoint_url: str, limit: int,
-                     log_sink: Callable[[str, str], None] | None = None) -> None:
+                     log_sink: Callable[[str, str], None] | None = None, clock: tuple[float, float] | None = None) -> None:
             self.spec = spec
-            self.env = sandbox_environment(spec, endpoint_url)
+            self.env = sandbox_environment(spec, endpoint_url, clock)
             self.limit = limit
             self.log_sink = log_sink
             self._idle: list[Sandbox] = []

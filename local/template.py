@@ -175,7 +175,7 @@ class Template:
                 memory=int(own.get("MemorySize", 128)),
                 reserved_concurrency=None if reserved is None else int(reserved),
                 environment={k: text_of(v) for k, v in ((own.get("Environment") or {}).get("Variables") or {}).items()},
-                layer_dirs=[d for d in (self._layer_dir(layer) for layer in props.get("Layers") or []) if d is not None],
+                layer_dirs=[d for layer in props.get("Layers") or [] for d in self._layer_dirs(layer)],
                 events=self._events(logical, name, arn),
                 max_retry_attempts=int(config.get("MaximumRetryAttempts", 2)),
                 max_event_age_seconds=int(config.get("MaximumEventAgeInSeconds", 21600)),
@@ -186,13 +186,34 @@ class Template:
     def _local_path(self, key: str) -> Path:
         return Path(os.path.abspath(self.root / key))
 
-    def _layer_dir(self, layer: Any) -> Path | None:
-        """A layer of this template -> its content directory (SAM's python build puts it on /opt/python).
-        Layers given by ARN (not built from this repository) are skipped."""
-        if isinstance(layer, dict) and layer.get("Ref") in self.resources:
-            content = (self.resources[layer["Ref"]].get("Properties") or {}).get("Content") or {}
-            if content.get("S3Bucket") == LOCAL_BUCKET:
-                return self._local_path(content["S3Key"])
+    def _layer_dirs(self, layer: Any) -> list[Path]:
+        """A layer of this template -> the directories Lambda puts on the import path from it (``/opt/python`` and
+        ``/opt/python/lib/python3.x/site-packages``), as ``sam build`` would lay them out. Layers given by ARN (not
+        built from this repository) are skipped. A layer whose Python code would not be found on Lambda is refused
+        (``layer_problem``): here it would import, there it would not."""
+        if not (isinstance(layer, dict) and layer.get("Ref") in self.resources):
+            return []
+        content = (self.resources[layer["Ref"]].get("Properties") or {}).get("Content") or {}
+        if content.get("S3Bucket") != LOCAL_BUCKET:
+            return []
+        directory = self._local_path(content["S3Key"])
+        build_method = self._layer_build_method(content["S3Key"])
+        problem = layer_problem(directory, build_method)
+        if problem:
+            raise TemplateError(f"layer {layer['Ref']} (ContentUri {content['S3Key']}): {problem}")
+        if build_method is not None:
+            # sam build puts a python3.x layer's content (and its requirements) under python/; this repository's
+            # makefile layer (QueueLayer) does the same with its taskqueue/ package.
+            return [directory]
+        return [d for d in (directory / "python", *sorted(directory.glob("python/lib/python3*/site-packages"))) if d.is_dir()]
+
+    def _layer_build_method(self, content_uri: str) -> str | None:
+        """Metadata.BuildMethod of the SAM layer built from ``content_uri`` (the transform drops Metadata)."""
+        for resource in (self.doc.get("Resources") or {}).values():
+            props = resource.get("Properties") or {}
+            if resource.get("Type") == "AWS::Serverless::LayerVersion" and _same_dir(props.get("ContentUri"), content_uri):
+                method = (resource.get("Metadata") or {}).get("BuildMethod")
+                return str(method) if method else None
         return None
 
     def _events(self, logical: str, name: str, arn: str) -> dict[str, dict[str, Any]]:
@@ -221,3 +242,28 @@ class Template:
                     "Topic": props.get("TopicArn"),
                     **{k: props[k] for k in ("FilterPolicy", "FilterPolicyScope") if k in props}}}
         return events
+
+
+def _same_dir(a: Any, b: str) -> bool:
+    return isinstance(a, str) and a.rstrip("/") == b.rstrip("/")
+
+
+def layer_problem(directory: Path, build_method: str | None) -> str | None:
+    """Why Lambda would not find a layer's Python code where the local engine would, or None.
+
+    Lambda puts only ``python/`` and ``python/lib/python3.x/site-packages`` of a layer's content on the import path.
+    A layer without a BuildMethod is zipped as it is, so modules at its root are never imported there; a layer with
+    ``BuildMethod: python3.x`` is laid out under python/ by ``sam build``."""
+    if build_method is not None:
+        if not build_method.startswith("python") and build_method != "makefile":
+            return f"BuildMethod {build_method} does not build a Python layer"
+        return None
+    if not directory.is_dir():
+        return None
+    found = sorted(p.name for p in directory.iterdir()
+                   if (p.is_file() and p.suffix == ".py") or (p.is_dir() and (p / "__init__.py").is_file()))
+    if found:
+        return (f"Python code at the layer's root ({', '.join(found)}) is not on a Lambda function's import path, which "
+                "holds only the layer's python/ folder: move it under python/, or give the layer "
+                "`Metadata: BuildMethod: python3.13` so that sam build puts it there (with its requirements.txt)")
+    return None

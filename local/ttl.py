@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("local.engine")
@@ -58,8 +59,9 @@ class TtlSweeper:
     registered first so the stream's REMOVE records carry the TTL service identity."""
 
     def __init__(self, ddb: Any, table: str, key_names: list[str], attribute: str, registry: TtlRegistry,
-                 lateness: float = 2.0, interval: float = 1.0) -> None:
+                 lateness: float = 2.0, interval: float = 1.0, now: Callable[[], float] = time.time) -> None:
         self.ddb = ddb
+        self.now = now  # the functions' time, which wrote the TTL attributes (a scaled clock: local/sandbox.py)
         self.table = table
         self.keys = key_names
         self.attribute = attribute
@@ -77,7 +79,7 @@ class TtlSweeper:
         self._stop.set()
 
     def sweep(self) -> int:
-        cutoff = str(int(time.time() - self.lateness))
+        cutoff = str(int(self.now() - self.lateness))
         names = {"#ttl": self.attribute, **{f"#k{i}": k for i, k in enumerate(self.keys)}}
         kwargs: dict[str, Any] = {
             "TableName": self.table, "FilterExpression": "#ttl < :cutoff",

@@ -24,16 +24,16 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from taskq import discovery, output
-from taskq.discovery import DiscoveryError, StackInfo
+from taskq import output
+from taskqueue import discovery
 from taskqueue.clock import SystemClock
+from taskqueue.discovery import DiscoveryError, StackInfo
 from taskqueue.notify import Notifier
+from taskqueue.services import Services
 from taskqueue.settings import Settings
 from taskqueue.store import TaskStore
 
 CONFIG = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=5, read_timeout=30)
-# The local engine accepts any signature; boto3 still needs a key pair to sign with.
-LOCAL_CREDENTIALS = {"aws_access_key_id": "taskq-local", "aws_secret_access_key": "taskq-local"}
 
 Printer = Callable[[str], None]
 # How a command group registers a subcommand: command(name, handler, help) -> its parser (see taskq.main).
@@ -75,40 +75,21 @@ def open_connection(
     notice = notice or (lambda text: print(text, file=sys.stderr))
     endpoint = args.endpoint_url or None
     explicit = explicit or bool(args.table_name or endpoint or environ.get("AWS_ENDPOINT_URL", "").strip())
+
+    def cloudformation() -> Any:
+        session = boto3.session.Session(region_name=args.region, profile_name=args.profile)
+        return session.client("cloudformation", endpoint_url=endpoint, config=CONFIG)
+
     try:
-        stack = _resolve(args, explicit, environ, notice)
+        stack = discovery.resolve_stack(local=getattr(args, "local", False), stack_name=args.stack_name,
+                                        explicit=explicit, cloudformation=cloudformation, env=environ, notice=notice)
     except DiscoveryError as exc:
         raise CliError(str(exc)) from None
     env = dict(environ)
-    if stack is not None and stack.local:
-        session = boto3.session.Session(region_name=stack.region, **LOCAL_CREDENTIALS)
-        endpoint = stack.endpoint_url
-    else:
-        session = boto3.session.Session(region_name=args.region, profile_name=args.profile)
     if stack is not None:
         env.update(stack.env())
-    return Connection(session, endpoint, stack, env)
-
-
-def _resolve(args: argparse.Namespace, explicit: bool, environ: Mapping[str, str], notice: Printer) -> StackInfo | None:
-    lookup = discovery.find_local(env=environ)
-    if getattr(args, "local", False):
-        if lookup.stack is None:
-            raise CliError(discovery.no_local_stack_message(lookup))
-        return lookup.stack
-    if args.stack_name:
-        if lookup.stack is not None and lookup.stack.name == args.stack_name:
-            return lookup.stack
-        session = boto3.session.Session(region_name=args.region, profile_name=args.profile)
-        cfn = session.client("cloudformation", endpoint_url=args.endpoint_url or None, config=CONFIG)
-        return discovery.from_cloudformation(cfn, args.stack_name)
-    if explicit:
-        return None
-    if lookup.stack is not None:
-        return lookup.stack
-    if lookup.stale_pid is not None:
-        notice(discovery.stale_notice(lookup))
-    return None
+    return Connection(discovery.session_for(stack, args.region, args.profile), discovery.endpoint_for(stack, endpoint),
+                      stack, env)
 
 
 def add_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
@@ -160,6 +141,10 @@ class Target:
             return None
         return Notifier(self.client("sns"), self.settings)
 
+    def services(self) -> Services:
+        """The queue core's services on this connection (what the producer client, taskqueue.client, holds)."""
+        return Services(self.settings, self.store, Notifier(self.client("sns"), self.settings), self.clock)
+
 
 def connect(args: argparse.Namespace) -> Target:
     """The queue table (and TriggerTopic) of the resolved stack, with --table-name and the flags over it."""
@@ -176,10 +161,7 @@ def connect(args: argparse.Namespace) -> Target:
     if conn.stack is not None and "QueueTableName" not in conn.stack.outputs:
         raise CliError(f"stack {conn.stack.name!r} has no output QueueTableName: is it this application's stack?")
     if not env.get("QUEUE_TABLE_NAME", "").strip():
-        raise CliError(
-            "no queue table: pass --stack-name NAME or --table-name NAME (or set QUEUE_TABLE_NAME), "
-            "or start a local stack with `make up`"
-        )
+        raise CliError(discovery.no_table_message().replace("a stack name or a table name", "--stack-name NAME or --table-name NAME"))
     settings = Settings.from_env(env)
     clock = SystemClock()
     store = TaskStore(conn.client("dynamodb"), settings, clock)

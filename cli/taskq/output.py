@@ -53,6 +53,10 @@ def task_dict(task: Task) -> dict[str, Any]:
         "leaseOwner": task.lease_owner,
         "leaseExpires": iso(task.lease_expires_ms),
         "lastError": task.last_error,
+        "runSeconds": task.run_seconds,
+        "progress": task.progress,
+        "progressMessage": task.progress_message,
+        "progressUpdated": iso(task.progress_updated_ms),
         "payload": task.payload,
         "result": task.result,
     }

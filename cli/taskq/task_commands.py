@@ -14,8 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from taskq import output
 from taskq.connection import CliError, Command, Printer, Target
-from taskqueue.create import create_tasks
-from taskqueue.model import parse_create_request
+from taskqueue.client import TaskQueueClient
 from taskqueue.states import TaskStatus
 from taskqueue.store import LISTABLE_BY_INDEX
 
@@ -139,13 +138,14 @@ def cmd_create(t: Target, args: argparse.Namespace, say: Printer) -> int:
         ("ttlSeconds", args.ttl_seconds),
         ("maxAttempts", args.max_attempts),
         ("delaySeconds", args.delay_seconds),
+        ("runSeconds", args.run_seconds),
         ("taskIds", args.task_id),
     ):
         if value is not None:
             body[field] = value
     if args.payload is not None:
         body["payload"] = _read_json_arg(args.payload, "--payload")
-    summary = create_tasks(parse_create_request(body, t.settings), t.store, t.clock.now_ms())
+    summary = TaskQueueClient(t.services()).create(body)  # the producer client: CreateTasks' own checks and path
     if args.json:
         say(output.dumps(summary.as_dict()))
         return 0
@@ -250,7 +250,7 @@ def add_parsers(command: Command) -> None:
     p = command("peek", cmd_peek, "Show the task a queue would serve next, without claiming it.")
     p.add_argument("queue_name", metavar="QUEUE")
 
-    p = command("create", cmd_create, "Create tasks (the CreateTasks input: queue, count, priority, ttlSeconds, payload, maxAttempts, delaySeconds, taskIds).")
+    p = command("create", cmd_create, "Create tasks (the CreateTasks input: queue, count, priority, ttlSeconds, payload, maxAttempts, delaySeconds, runSeconds, taskIds).")
     p.add_argument("--input", help='the whole CreateTasks input as JSON, or @file.json (the flags below override its fields)')
     p.add_argument("--queue", help="queue name (default work)")
     p.add_argument("--count", type=output.positive_int, help="how many tasks (default 1, or the number of --task-id)")
@@ -259,6 +259,8 @@ def add_parsers(command: Command) -> None:
     p.add_argument("--payload", help="JSON object, or @file.json")
     p.add_argument("--max-attempts", type=output.positive_int, help="attempts before FAILURE (default MAX_ATTEMPTS)")
     p.add_argument("--delay-seconds", type=int, help="not claimable before now + this")
+    p.add_argument("--run-seconds", type=output.positive_int,
+                   help="how long each task may run (default DEFAULT_RUN_SECONDS; at most ProcessTasksTimeout less 15 s)")
     p.add_argument("--task-id", action="append", help="your own id (repeatable): creating the same id twice makes one task")
 
     p = command("cancel", cmd_cancel, "Cancel a PENDING task (it goes to CANCELLED; redrive brings it back).")

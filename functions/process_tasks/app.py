@@ -3,23 +3,28 @@ free slot, for up to the time budget, then tail-calls through TriggerTopic if cl
 
 Events: an SNS wake-up from WorkerWakeUpTopic (attribute queue=work) or {"queue": "work"}. It serves only the
 queues in WORKER_QUEUES (the template sets "work"): a wake-up for another queue — "calls" belongs to the Matcher —
-is refused, before any claim, with an error naming the queues it serves; so is an event that is no wake-up."""
+is refused, before any claim, with an error naming the queues it serves; so is an event that is no wake-up.
+
+The task runner (TASK_RUNNER) is loaded when Lambda starts the function (module import), after RUNNER_ENVIRONMENT is
+put in the environment: a runner that cannot be loaded is logged then, and fails every invocation with a message
+saying what to fix, before any task is claimed."""
 
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import asdict
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue import handler_metrics
+from taskqueue import handler_metrics, run_time
 from taskqueue.correlation import log_under, of_event
 from taskqueue.notify import queue_of_wakeup
-from taskqueue.runner import TaskRunner, build_runner
+from taskqueue.runner import TaskRunner, apply_runner_environment, build_runner
 from taskqueue.services import Services
-from taskqueue.worker import Worker, WorkerReport, claim_window_seconds
+from taskqueue.worker import Worker, WorkerReport
 
 logger = Logger()
 tracer = Tracer()
@@ -33,7 +38,21 @@ def services() -> Services:
 
 @functools.cache
 def runner() -> TaskRunner:
-    return build_runner(services().settings)
+    settings = services().settings
+    apply_runner_environment(settings, os.environ)
+    return build_runner(settings)
+
+
+def _load_at_init() -> None:
+    """Load the runner as the function starts; a failure is not cached, so the first invocation raises it again."""
+    try:
+        runner()
+    except Exception as exc:  # noqa: BLE001 - reported by every invocation until fixed
+        logger.error("the task runner could not be loaded; every invocation will fail until it is fixed",
+                     extra={"error": f"{type(exc).__name__}: {exc}"})
+
+
+_load_at_init()
 
 
 def handle(event: Any, remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner) -> WorkerReport:
@@ -45,8 +64,10 @@ def handle(event: Any, remaining_seconds: float, owner: str, svc: Services, task
         svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock,
         call_for_help=lambda q: svc.notifier.wake_queue(q, "help", correlation),
     )
+    # Claims stop at the time budget, and each claim is of a task that can finish in this invocation (run_time).
     report = worker.run(
-        queue, claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds), hold_seconds=remaining_seconds
+        queue, run_time.claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds),
+        hold_seconds=remaining_seconds,
     )
     if report.work_remains:  # a tail call: unless a producer's wake-up is on its way, or a worker watches already
         svc.waker.if_idle(queue, "tail-call", correlation)
@@ -67,6 +88,7 @@ def emit_metrics(report: WorkerReport) -> None:
         ("WorkerErrors", report.errors),
         ("LeasesRenewed", report.leases_renewed),
         ("WorkerRetries", report.retried),
+        ("TasksTooLongForNow", report.too_long),
         ("TailCalls", int(report.work_remains)),
         ("HelpersWoken", report.helpers_woken),
     ), "AgeAtClaim", report.claim_ages_ms)

@@ -42,7 +42,7 @@ def template_copy(tmp_path: Path) -> Callable[[Callable[[str], str]], Path]:
     """A copy of template.yaml, edited by ``edit``, beside links to the real code (CodeUri stays valid)."""
 
     def make(edit: Callable[[str], str]) -> Path:
-        for name in ("functions", "layers"):
+        for name in ("functions", "layers", "runner"):
             (tmp_path / name).symlink_to(REPO / name, target_is_directory=True)
         original = (REPO / "template.yaml").read_text()
         edited = edit(original)

@@ -156,3 +156,29 @@ def test_taskq_finds_and_operates_the_local_stack_without_credentials(stack, tas
     assert stack["proc"].wait(30) == 0
     gone = taskq("--local", "stats", ok=False)
     assert gone.returncode == 1 and "no local stack is running" in gone.stderr and "`make up`" in gone.stderr
+
+
+PRODUCER = """
+import json
+from taskqueue.client import TaskQueueClient
+
+queue = TaskQueueClient.connect()  # no names, no credentials: the running local stack, found by itself
+task_id = queue.enqueue({"from": "an application"}, task_id="app-1", run_seconds=30)
+assert queue.enqueue({"again": True}, task_id="app-1") == "app-1"  # the same enqueue twice: one task
+task = queue.wait(task_id, timeout=60)
+print(json.dumps({"status": str(task.status), "attempts": task.attempts, "result": task.result,
+                  "payload": task.payload, "stack": queue.settings.queue_table_name}))
+"""
+
+
+def test_the_producer_client_reaches_the_running_local_stack_with_no_configuration(stack, tmp_path):
+    home = tmp_path / "home-client"
+    home.mkdir()
+    env = {**without_aws(dict(os.environ)), "HOME": str(home), "TASKQ_LOCAL_STACK_FILE": str(stack["file"])}
+    done = subprocess.run([sys.executable, "-c", PRODUCER], cwd=home, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (outcome["status"], outcome["attempts"], outcome["payload"]) == ("SUCCESS", 1, {"from": "an application"})
+    assert outcome["result"] == {"processedBy": "fake-legacy-system"}
+    assert outcome["stack"] == stack["record"]["outputs"]["QueueTableName"]

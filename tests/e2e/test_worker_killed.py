@@ -3,7 +3,8 @@
 A test-only layer adds a runner that ends its process (``os._exit``) the first time it sees a task, after
 the task was claimed: the execution environment dies with the lease held, as a Lambda crash or timeout
 would leave it. The lease expires, the safety-net schedule (or the async retry) recovers the task, and
-the next invocation completes it. The runner records every run in a file, so "exactly once" is checked
+the next invocation completes it; the queue-wide running limit's one slot, which the dead invocation held, lapses
+with the lease, so the retry may run. The runner records every run in a file, so "exactly once" is checked
 on what actually ran, not on what the table says.
 """
 
@@ -35,8 +36,9 @@ def run(task):
 
 def with_crash_layer(tmp_path: Path):
     layer = tmp_path / "crashlayer"
-    layer.mkdir()
-    (layer / "crash_runner.py").write_text(CRASH_RUNNER)
+    # Under python/, where Lambda looks in a layer built without a BuildMethod (the engine refuses a layer's root).
+    (layer / "python").mkdir(parents=True)
+    (layer / "python" / "crash_runner.py").write_text(CRASH_RUNNER)
 
     def edit(text: str) -> str:
         text = text.replace(
@@ -45,37 +47,38 @@ def with_crash_layer(tmp_path: Path):
             "  QueueTable:\n",
             1,
         )
-        # A 2 s lease, so recovery is seen within seconds: the template refuses a lease shorter than the
-        # workers' 180 s timeout, so the copy lowers that floor (the crash ends the invocation at once).
-        text, lowered = re.subn(r"(\n  LeaseSeconds:\n(?:    .*\n)*?    MinValue: )\d+", r"\g<1>1", text, count=1)
-        assert lowered == 1
-        # ... and ProcessTasks' Timeout to that lease: a worker refuses a lease shorter than an invocation can
-        # hold a task (its remaining time).
-        text, shortened = re.subn(
-            r"(      CodeUri: functions/process_tasks/\n(?:      .*\n)*?      Timeout: )\d+", r"\g<1>2", text, count=1
-        )
-        assert shortened == 1
+        # The shortest lease and Timeout a worker accepts, so recovery is seen within seconds: the template's floors
+        # are lowered in the copy (a worker's claim holds a lease of at least its Timeout, 16 s here).
+        for parameter, floor in (("LeaseSeconds", 1), ("ProcessTasksTimeout", 16)):
+            text, lowered = re.subn(rf"(\n  {parameter}:\n(?:    .*\n)*?    MinValue: )\d+", rf"\g<1>{floor}", text, count=1)
+            assert lowered == 1, parameter
         return text.replace(
-            "      CodeUri: functions/process_tasks/\n",
-            "      CodeUri: functions/process_tasks/\n      Layers:\n        - !Ref CrashLayer\n",
+            "      Layers:\n        - !Ref RunnerLayer\n",
+            "      Layers:\n        - !Ref RunnerLayer\n        - !Ref CrashLayer\n",
             1,
         )
 
     return edit
 
 
-def test_killed_worker_task_is_completed_exactly_once(start_engine, template_copy, tmp_path):
+def test_killed_worker_task_is_completed_exactly_once_and_its_running_limit_slot_comes_back(
+        start_engine, template_copy, tmp_path):
     template = template_copy(with_crash_layer(tmp_path))
     engine = start_engine(
         {
             "TaskRunner": "crash_runner:run",
-            "LeaseSeconds": 2,
+            "LeaseSeconds": 1,
+            "ProcessTasksTimeout": 16,
+            "DefaultRunSeconds": 1,
+            # One slot of the queue-wide running limit: the dead invocation held it; the retry runs only if it lapsed.
+            "WorkRunningLimit": "1",
             "SafetyNetScheduleRate": "rate(1 minute)",
             "CreateTasksScheduleState": "DISABLED",
         },
         template=template,
         schedules=True,
-        time_scale=0.05,  # the safety net every 3 s
+        time_scale=0.1,  # the safety net every 6 s; the functions' clocks 10 times as fast (a 16 s lease in 1.6 s)
+        scale_clocks=True,
     )
     ledger = tmp_path / "ledger.txt"
     created = engine.invoke("CreateTasksFunction", {"queue": "work", "count": 1, "payload": {"ledger": str(ledger)}})

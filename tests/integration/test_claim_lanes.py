@@ -42,9 +42,9 @@ class RecordingStore(TaskStore):
     claims: dict[str, tuple[float, float]]
     lock = threading.Lock()
 
-    def claim(self, candidate: Candidate, owner: str, now_ms: int | None = None) -> Task | None:
+    def claim(self, candidate: Candidate, owner: str, now_ms: int | None = None, **bounds: Any) -> Task | None:
         sent = time.monotonic()
-        task = super().claim(candidate, owner, now_ms)
+        task = super().claim(candidate, owner, now_ms, **bounds)
         if task is not None:
             with self.lock:
                 self.claims[task.task_id] = (sent, time.monotonic())

@@ -16,9 +16,9 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from taskq import discovery
-from taskq.discovery import DiscoveryError, StackInfo
 from taskq.main import main
+from taskqueue import discovery
+from taskqueue.discovery import DiscoveryError, StackInfo
 from taskqueue.model import new_tasks, parse_create_request
 from taskqueue.settings import Settings
 from taskqueue.store import TaskStore

@@ -138,8 +138,9 @@ def test_tail_calls_only_for_delayed_work_the_next_budget_reaches(services, dyna
     seed(services, clock, 1, delaySeconds=delay)
     settings = make_settings(topics, time_budget_seconds=15)
     svc = Services(settings, TaskStore(dynamodb, settings, clock), services.notifier, clock)
-    # 10 s left in the invocation: it claims for 5 s, so a task due in 8 s is the next invocation's;
-    # one due in 20 s is beyond that budget too and is left to the safety net.
-    report = app.handle({"queue": "work"}, 10, "req-1", svc, RecordingRunner())
+    # 16 s left in the invocation: it claims for 5 s (the shortest task, 1 s, must still finish with 10 s to record
+    # it: taskqueue/run_time.py), so a task due in 8 s is the next invocation's; one due in 20 s is beyond that
+    # budget too and is left to the safety net.
+    report = app.handle({"queue": "work"}, 16, "req-1", svc, RecordingRunner())
     assert (report.claimed, report.stopped_by, report.work_remains) == (0, "empty", tail_call)
     assert topics.wakeups() == (["work"] if tail_call else [])

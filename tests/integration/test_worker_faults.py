@@ -159,7 +159,7 @@ def test_a_round_of_lost_claims_pauses_instead_of_spinning(store, clock):
             assert StaleIndex.reads < 1000, "the worker spins on entries it cannot claim"
             return super().candidates(queue, limit, now_ms, shed=shed)
 
-        def claim(self, candidate, owner, now_ms=None):
+        def claim(self, candidate, owner, now_ms=None, **bounds):
             return None  # the index still shows an entry another worker claimed
 
     stale = StaleIndex(store._db, store.settings, clock)
@@ -277,9 +277,9 @@ def test_entries_the_index_still_shows_after_a_claim_are_skipped_not_claimed_aga
                 LaggingIndex.first = super().candidates(queue, limit, now_ms, shed=shed)
             return list(LaggingIndex.first)
 
-        def claim(self, candidate, owner, now_ms=None):
+        def claim(self, candidate, owner, now_ms=None, **bounds):
             LaggingIndex.claims.append(candidate.task_id)
-            return super().claim(candidate, owner, now_ms)
+            return super().claim(candidate, owner, now_ms, **bounds)
 
     lagging = LaggingIndex(store._db, store.settings, clock)
     report = worker(lagging, lambda task: None, clock, capacity=1).run("work", 1)

@@ -29,17 +29,18 @@ def run(task):
 
 
 def template_with_size_runner(tmp_path: Path) -> Path:
-    for name in ("functions", "layers"):
+    for name in ("functions", "layers", "runner"):
         (tmp_path / name).symlink_to(REPO / name, target_is_directory=True)
     layer = tmp_path / "sizelayer"
-    layer.mkdir()
-    (layer / "size_runner.py").write_text(SIZE_RUNNER)
+    # Under python/, where Lambda looks in a layer built without a BuildMethod (the engine refuses a layer's root).
+    (layer / "python").mkdir(parents=True)
+    (layer / "python" / "size_runner.py").write_text(SIZE_RUNNER)
     text = (REPO / "template.yaml").read_text()
     edited = text.replace(
         "  QueueTable:\n",
         "  SizeLayer:\n    Type: AWS::Serverless::LayerVersion\n    Properties:\n      ContentUri: sizelayer/\n\n  QueueTable:\n", 1)
-    edited = edited.replace("      CodeUri: functions/process_tasks/\n",
-                            "      CodeUri: functions/process_tasks/\n      Layers:\n        - !Ref SizeLayer\n", 1)
+    edited = edited.replace("      Layers:\n        - !Ref RunnerLayer\n",
+                            "      Layers:\n        - !Ref RunnerLayer\n        - !Ref SizeLayer\n", 1)
     assert edited.count("SizeLayer") == 2
     path = tmp_path / "template.yaml"
     path.write_text(edited)

@@ -72,6 +72,17 @@ MANAGED_POLICIES: dict[str, list[dict[str, Any]]] = {
             "Resource": "*",
         },
     ],
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole": [
+        {
+            "Effect": "Allow",
+            "Action": [
+                "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "ec2:CreateNetworkInterface",
+                "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DeleteNetworkInterface",
+                "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+            ],
+            "Resource": "*",
+        },
+    ],
     "arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole": [
         {
             "Effect": "Allow",
@@ -88,6 +99,10 @@ _LOGS = {"logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"}
 _XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules", "xray:GetSamplingTargets",
          "xray:GetSamplingStatisticSummaries"}
 _STREAM_READ = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+_VPC_ENI = {"ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
+            "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"}
+# The runner's own grants (RunnerManagedPolicyArns, RunnerPolicy) are the deployer's choice and off under the defaults.
+RUNNER_CONDITIONS = ("HasRunnerManagedPolicy1", "HasRunnerManagedPolicy2", "HasRunnerManagedPolicy3")
 # Every grant on "*" that remains, and why (docs/operations.md, "Security" lists them too).
 BROADER_GRANTS: dict[str, dict[str, str]] = {
     "*": {
@@ -95,6 +110,10 @@ BROADER_GRANTS: dict[str, dict[str, str]] = {
               "function only needs /aws/lambda/<its name>" for a in _LOGS},
         **{a: "AWSXrayWriteOnlyAccess (SAM adds it for Tracing: Active): X-Ray has no resource-level permissions; "
               "the GetSampling* actions are unused in Lambda, which makes the sampling decision" for a in _XRAY},
+    },
+    "ProcessTasksFunction": {
+        a: "AWSLambdaVPCAccessExecutionRole (SAM adds it because ProcessTasks declares a VpcConfig, which is empty "
+           "unless RunnerSubnetIds is set): Lambda creates the function's network interfaces with it" for a in _VPC_ENI
     },
     "TriggerFunction": {
         a: "AWSLambdaDynamoDBExecutionRole (SAM adds it for a DynamoDB event source): the stream poller reads the "
@@ -183,6 +202,8 @@ def grants(function: str) -> set[tuple[str, str]]:
     role = out[f"{function}Role"]["Properties"]
     statements = [s for p in role.get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
     for arn in role.get("ManagedPolicyArns", []):
+        if isinstance(arn, dict) and arn.get("Fn::If", [None])[0] in RUNNER_CONDITIONS:
+            continue  # off unless the deployer names a policy (test_runner_grants_are_off_by_default)
         assert arn in MANAGED_POLICIES, f"{function}: managed policy {arn} is not known to this test: add its document"
         statements += MANAGED_POLICIES[arn]
     found: set[tuple[str, str]] = set()
@@ -449,6 +470,7 @@ def run_process_tasks(world: World) -> None:
         RETRY_BASE_SECONDS="0",
         RETRY_MAX_SECONDS="0",
         CLAIM_LANES="2",
+        DEFAULT_RUN_SECONDS="5",  # tasks this short fit in the 20 s the invocation below has
     )
     store = world.store("ProcessTasksFunction")
     past = FakeClock(now_ms() - 3_600_000)
@@ -575,3 +597,20 @@ def test_every_broader_grant_is_explained_in_the_operations_guide():
         assert policy in text, policy
     for function in FUNCTIONS:
         assert function.removesuffix("Function") in text, function
+
+
+def test_runner_grants_are_off_by_default_and_the_deployers_when_given():
+    """ProcessTasks gets what a team's runner needs only when the deployer names it: its managed policies
+    (RunnerManagedPolicyArns, up to three) and one statement (RunnerPolicyActions on RunnerPolicyResources)."""
+    tpl = template()
+    for name in ("RunnerManagedPolicyArns", "RunnerPolicyActions", "RunnerPolicyResources", "RunnerSubnetIds"):
+        assert tpl["Parameters"][name]["Default"] == "", name
+    out = translated()["Resources"]
+    conditional = [a for a in out["ProcessTasksFunctionRole"]["Properties"]["ManagedPolicyArns"] if isinstance(a, dict)]
+    assert [a["Fn::If"][0] for a in conditional] == list(RUNNER_CONDITIONS)
+    assert [a["Fn::If"][1] for a in conditional] == [{"Fn::Select": [i, {"Ref": "RunnerManagedPolicyArns"}]} for i in range(3)]
+    policy = out["RunnerPolicy"]
+    assert policy["Condition"] == "HasRunnerPolicy"
+    assert policy["Properties"]["Roles"] == [{"Ref": "ProcessTasksFunctionRole"}]
+    assert policy["Properties"]["PolicyDocument"]["Statement"] == [
+        {"Effect": "Allow", "Action": {"Ref": "RunnerPolicyActions"}, "Resource": {"Ref": "RunnerPolicyResources"}}]

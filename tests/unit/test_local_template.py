@@ -78,7 +78,7 @@ def test_the_project_template_resolves_with_overrides_and_globals():
     # Wake-ups expire after 5 minutes and are dropped, not parked in FailedEventsQueue (no destination).
     for worker in (process, fns["MatcherFunction"]):
         assert (worker.max_retry_attempts, worker.max_event_age_seconds, worker.on_failure) == (1, 300, None)
-    assert process.layer_dirs == [REPO / "layers" / "taskqueue"]
+    assert process.layer_dirs == [REPO / "layers" / "taskqueue", REPO / "runner"]  # Globals' layer first, as SAM does
     assert process.code_dir == REPO / "functions" / "process_tasks"
     assert fns["CreateTasksFunction"].events["Schedule"]["Properties"]["Input"] == '{"queue": "work", "count": 4}'
     stream = fns["TriggerFunction"].events["QueueStream"]["Properties"]
@@ -111,9 +111,11 @@ Resources:
   CoreLayer:
     Type: AWS::Serverless::LayerVersion
     Properties: {ContentUri: core/}
+    Metadata: {BuildMethod: python3.13}
   ExtraLayer:
     Type: AWS::Serverless::LayerVersion
     Properties: {ContentUri: extra/}
+    Metadata: {BuildMethod: python3.13}
   Fn:
     Type: AWS::Serverless::Function
     Properties:
@@ -128,3 +130,44 @@ Resources:
     assert fn.layer_dirs == [tmp_path / "core", tmp_path / "extra"]
     assert fn.environment == {"A": "1", "B": "2"}
     assert fn.timeout == 90
+
+
+LAYERED = """Transform: AWS::Serverless-2016-10-31
+Globals:
+  Function:
+    Runtime: python3.13
+    Handler: app.lambda_handler
+Resources:
+  RunnerLayer:
+    Type: AWS::Serverless::LayerVersion
+    Properties: {ContentUri: mylayer/}
+    %s
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: fn/
+      Layers: [!Ref RunnerLayer]
+"""
+
+
+def test_a_layer_whose_code_lambda_would_not_import_is_refused(tmp_path):
+    """Lambda puts only a layer's python/ (and python/lib/python3.x/site-packages) on the import path: a module at
+    the root of a layer built as it is (no BuildMethod) would import here and not there."""
+    (tmp_path / "mylayer").mkdir()
+    (tmp_path / "mylayer" / "my_runner.py").write_text("def run(task):\n    return {}\n")
+    (tmp_path / "template.yaml").write_text(LAYERED % "")
+    with pytest.raises(TemplateError, match=r"layer RunnerLayer\w* \(ContentUri mylayer/\): Python code at the layer's "
+                                            r"root \(my_runner.py\).*move it under python/.*BuildMethod: python3.13"):
+        Template(tmp_path / "template.yaml").functions()
+
+
+def test_a_layers_python_folder_or_a_python_build_is_where_lambda_looks(tmp_path):
+    (tmp_path / "mylayer" / "python" / "lib" / "python3.13" / "site-packages").mkdir(parents=True)
+    (tmp_path / "mylayer" / "python" / "my_runner.py").write_text("def run(task):\n    return {}\n")
+    (tmp_path / "template.yaml").write_text(LAYERED % "")
+    as_is = Template(tmp_path / "template.yaml").functions()["Fn"].layer_dirs
+    assert as_is == [tmp_path / "mylayer" / "python", tmp_path / "mylayer" / "python" / "lib" / "python3.13" / "site-packages"]
+    # With BuildMethod python3.13, sam build lays the folder's content (and its requirements) out under python/.
+    (tmp_path / "mylayer" / "my_runner.py").write_text("def run(task):\n    return {}\n")
+    (tmp_path / "template.yaml").write_text(LAYERED % "Metadata: {BuildMethod: python3.13}")
+    assert Template(tmp_path / "template.yaml").functions()["Fn"].layer_dirs == [tmp_path / "mylayer"]

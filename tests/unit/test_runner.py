@@ -57,7 +57,8 @@ def test_load_runner_imports_module_callable():
     assert load_runner("taskqueue.runner:fake_legacy_system").__name__ == "fake_legacy_system"
 
 
-@pytest.mark.parametrize("spec,message", [("no.such.module:run", "cannot import"), ("taskqueue.runner:nothing", "no callable")])
+@pytest.mark.parametrize("spec,message", [("no.such.module:run", "there is no module 'no.such.module'.*put it in runner/"),
+                                          ("taskqueue.runner:nothing", "no callable named 'nothing'.*fix the part after ':'")])
 def test_load_runner_errors_name_the_setting(spec, message):
     with pytest.raises(ConfigError, match=f"TASK_RUNNER='{spec}'.*{message}"):
         load_runner(spec)

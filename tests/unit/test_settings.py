@@ -55,13 +55,16 @@ def test_the_bounds_of_every_number_live_in_one_table_that_from_env_applies():
 
     assert {"QUEUE_SHARDS", "DEFAULT_TTL_SECONDS", "RETENTION_SECONDS", "MAX_ATTEMPTS", "LEASE_SECONDS", "PAGE_SIZE", "CLAIM_LANES",
             "TIME_BUDGET_SECONDS", "RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "RUNNER_CAPACITY",
-            "FAKE_RUNNER_DURATION_SECONDS", "FAKE_RUNNER_FAILURE_RATE", "WORKER_LINGER_SECONDS"} == set(BOUNDS)
+            "FAKE_RUNNER_DURATION_SECONDS", "FAKE_RUNNER_FAILURE_RATE", "WORKER_LINGER_SECONDS", "WORKER_TIMEOUT_SECONDS",
+            "DEFAULT_RUN_SECONDS"} == set(BOUNDS)
+    # The shortest run, so the shortest worker Timeout is accepted too (the two are checked together).
+    base = {"QUEUE_TABLE_NAME": "t", "DEFAULT_RUN_SECONDS": "1"}
     for name, (low, high) in BOUNDS.items():
         for accepted in (low, high):
-            Settings.from_env({"QUEUE_TABLE_NAME": "t", name: str(accepted)})
+            Settings.from_env(base | {name: str(accepted)})
         for refused in (low - 1, high + 1):
             with pytest.raises(ConfigError, match=f"^{name}='{refused}' is not valid: must be a (whole )?number from {low} to {high}$"):
-                Settings.from_env({"QUEUE_TABLE_NAME": "t", name: str(refused)})
+                Settings.from_env(base | {name: str(refused)})
 
 
 @pytest.mark.parametrize(

@@ -26,14 +26,21 @@ def test_cfn_lint_is_clean():
 def test_the_layer_is_built_for_the_runtime_of_every_function_that_loads_it():
     fn = TPL["Globals"]["Function"]
     assert fn["Layers"] == [{"Ref": "QueueLayer"}]
-    functions = [r["Properties"] for r in RES.values() if r["Type"] == "AWS::Serverless::Function"]
+    functions = {name: r["Properties"] for name, r in RES.items() if r["Type"] == "AWS::Serverless::Function"}
     assert functions
-    for props in functions:
+    for name, props in functions.items():
         # A layer built for another Python cannot be imported (compiled wheels, stdlib changes): the layer's
         # Makefile picks wheels for this runtime (tests/unit/test_layer_build.py checks its pip flags).
         assert props.get("Runtime", fn["Runtime"]) in RES["QueueLayer"]["Properties"]["CompatibleRuntimes"]
-        assert props.get("Layers", fn["Layers"]) == fn["Layers"]
+        # ProcessTasks adds the team's runner (SAM puts Globals' layers first); the others take Globals' only.
+        own = [{"Ref": "RunnerLayer"}] if name == "ProcessTasksFunction" else fn["Layers"]
+        assert props.get("Layers", fn["Layers"]) == own, name
     assert RES["QueueLayer"]["Metadata"]["BuildMethod"] == "makefile"
+    # The runner's layer: sam build puts runner/ and its requirements.txt under python/ for the functions' runtime.
+    runner = RES["RunnerLayer"]
+    assert runner["Properties"]["ContentUri"] == "runner/"
+    assert runner["Metadata"] == {"BuildMethod": fn["Runtime"], "BuildArchitecture": fn["Architectures"][0]}
+    assert runner["Properties"]["CompatibleRuntimes"] == [fn["Runtime"]]
 
 
 def placeholder(value) -> str:
@@ -113,8 +120,19 @@ def test_workers_subscribe_with_queue_filter_policies_and_reserved_concurrency()
         assert TPL["Parameters"][concurrency]["Default"] == 1
     process = RES["ProcessTasksFunction"]["Properties"]
     assert process["EventInvokeConfig"]["MaximumRetryAttempts"] == 1
-    # The Lambda timeout leaves room after the default time budget for tasks in flight.
-    assert process["Timeout"] >= 2 * TPL["Parameters"]["TimeBudgetSeconds"]["Default"]
+    # The Lambda timeout leaves room after the default time budget for tasks in flight: by default, a task that
+    # declares nothing (DefaultRunSeconds) claimed at the end of the budget still finishes (taskqueue/run_time.py).
+    from taskqueue.run_time import fits
+
+    parameters = TPL["Parameters"]
+    assert process["Timeout"] == {"Ref": "ProcessTasksTimeout"}
+    timeout, budget = parameters["ProcessTasksTimeout"]["Default"], parameters["TimeBudgetSeconds"]["Default"]
+    assert fits(parameters["DefaultRunSeconds"]["Default"], timeout - budget)
+    # Lambda's limit; the creation check and the worker's claims read the same number.
+    assert parameters["ProcessTasksTimeout"]["MaxValue"] == 900
+    assert process["Environment"]["Variables"]["WORKER_TIMEOUT_SECONDS"] == {"Ref": "ProcessTasksTimeout"}
+    create = RES["CreateTasksFunction"]["Properties"]["Environment"]["Variables"]
+    assert create["WORKER_TIMEOUT_SECONDS"] == {"Ref": "ProcessTasksTimeout"}
 
 
 def test_create_tasks_schedule_rate_and_state_are_parameters_with_valid_defaults():

@@ -54,7 +54,11 @@ def range_problems(parameter: str, spec: Mapping[str, Any], variable: str) -> li
 
 
 def timeout_of(function: str) -> float:
-    return float(FUNCTIONS[function]["Properties"].get("Timeout", GLOBALS.get("Timeout", 3)))
+    """A worker's longest Timeout: a literal, or the MaxValue of the parameter that sets it."""
+    timeout = FUNCTIONS[function]["Properties"].get("Timeout", GLOBALS.get("Timeout", 3))
+    if isinstance(timeout, dict):
+        return float(PARAMETERS[timeout["Ref"]]["MaxValue"])
+    return float(timeout)
 
 
 def test_the_template_feeds_the_settings_numbers_from_parameters():
@@ -89,10 +93,28 @@ def test_the_check_refuses_an_open_or_too_wide_range():
 
 def test_the_lease_outlasts_the_invocation_that_holds_the_claim():
     """A worker invocation can hold a claimed task until its timeout: a shorter lease would let another
-    invocation claim the same task while the first still runs it."""
-    longest = max(timeout_of(function) for function in WORKERS)
-    assert longest == 180
+    invocation claim the same task while the first still runs it. The Matcher's Timeout is fixed below LeaseSeconds'
+    floor; ProcessTasks' is a parameter up to 900 s, and its claims take a lease of at least its Timeout
+    (WORKER_TIMEOUT_SECONDS, the same parameter), whatever LeaseSeconds says."""
+    from taskqueue.settings import Settings
+
     lease = PARAMETERS["LeaseSeconds"]
-    assert float(lease["MinValue"]) >= longest
-    assert float(lease["Default"]) >= longest
+    assert timeout_of("MatcherFunction") == 180 <= float(lease["MinValue"]) <= float(lease["Default"])
     assert ("Globals", "LEASE_SECONDS", "LeaseSeconds") in number_parameters_fed()
+    process = FUNCTIONS["ProcessTasksFunction"]["Properties"]
+    assert process["Timeout"] == {"Ref": "ProcessTasksTimeout"}
+    assert ("ProcessTasksFunction", "WORKER_TIMEOUT_SECONDS", "ProcessTasksTimeout") in number_parameters_fed()
+    timeouts = PARAMETERS["ProcessTasksTimeout"]
+    for timeout in (timeouts["MinValue"], timeouts["Default"], timeouts["MaxValue"]):
+        for lease_seconds in (lease["MinValue"], lease["Default"]):
+            settings = Settings.from_env({"QUEUE_TABLE_NAME": "t", "LEASE_SECONDS": str(lease_seconds),
+                                          "WORKER_TIMEOUT_SECONDS": str(timeout), "DEFAULT_RUN_SECONDS": "1"})
+            assert settings.lease_seconds >= timeout, (timeout, lease_seconds)
+
+
+def test_the_default_run_fits_every_timeout_the_template_accepts_with_its_default():
+    """DefaultRunSeconds must fit what ProcessTasks' Timeout leaves (Settings refuses it otherwise)."""
+    from taskqueue.run_time import longest_run_seconds
+
+    assert PARAMETERS["DefaultRunSeconds"]["MaxValue"] == longest_run_seconds(PARAMETERS["ProcessTasksTimeout"]["MaxValue"])
+    assert PARAMETERS["DefaultRunSeconds"]["Default"] <= longest_run_seconds(PARAMETERS["ProcessTasksTimeout"]["Default"])

@@ -32,7 +32,12 @@ _CONFLICT_BACKOFF_SECONDS = 0.02
 
 class ConditionLost(Exception):
     """A ConditionExpression did not hold, or the item stayed inside another transaction: a lost race.
-    Caught by the adapters, which turn it into their domain outcome (``None`` / ``False``)."""
+    Caught by the adapters, which turn it into their domain outcome (``None`` / ``False``). ``item``: the item as
+    it was, when the request asked for it (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) and it exists."""
+
+    def __init__(self, message: str, item: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.item = item
 
 
 def make_client(region: str | None = None) -> Any:
@@ -89,7 +94,7 @@ def _translate(exc: ClientError, table: str, setting: str, error: type[TaskQueue
     code = error_code(exc)
     message = exc.response.get("Error", {}).get("Message", "")
     if code == "ConditionalCheckFailedException":
-        return ConditionLost(message)
+        return ConditionLost(message, exc.response.get("Item"))
     if code == CONFLICT_CODE:
         return ConditionLost(f"conflict with another transaction on {table!r}: {message}")
     if code == "ResourceNotFoundException":

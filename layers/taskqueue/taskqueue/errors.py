@@ -53,8 +53,31 @@ class ResultTooLarge(TaskQueueError):
     """A runner returned a result too large to store with its task; the task is recorded as a FAILURE."""
 
 
+class TaskTooLong(TaskQueueError):
+    """A claim refused because the task declares a longer run than the claiming invocation has time for
+    (taskqueue.run_time): the task stays PENDING for a fresh invocation. ``run_seconds``: what it may run."""
+
+    def __init__(self, task_id: str, run_seconds: int, within_seconds: float) -> None:
+        super().__init__(
+            f"task {task_id} may run {run_seconds} s, longer than this invocation can still finish "
+            f"({max(0.0, within_seconds):.0f} s): left for a fresh invocation"
+        )
+        self.task_id = task_id
+        self.run_seconds = run_seconds
+        self.within_seconds = within_seconds
+
+
 class RunnerBusy(TaskQueueError):
     """The runner has no free slot; the caller must wait for one before it claims a task."""
+
+
+class WaitTimedOut(TaskQueueError):
+    """A task did not finish within the time a caller waited for it (``taskqueue.client``). ``task``: its state as
+    last read."""
+
+    def __init__(self, message: str, task: object) -> None:
+        super().__init__(message)
+        self.task = task
 
 
 class InvalidField(InvalidTaskInput):

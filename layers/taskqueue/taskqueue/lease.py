@@ -17,6 +17,7 @@ from aws_lambda_powertools import Logger
 from taskqueue.clock import Clock
 from taskqueue.errors import TaskQueueError
 from taskqueue.model import Task
+from taskqueue.progress import ProgressThrottle
 from taskqueue.store import TaskStore, Token
 
 logger = Logger(child=True)
@@ -44,6 +45,7 @@ class Lease:
         self._clock = clock
         self._lease_ms = store.settings.lease_seconds * 1000
         self._lock = threading.Lock()
+        self._progress = ProgressThrottle(clock)
 
     def due(self) -> bool:
         """Is it time for a heartbeat (less than RENEW_WHEN_LEFT of a lease left)?"""
@@ -74,6 +76,18 @@ class Lease:
             return True
 
 
+    def report_progress(self, progress: float, message: str | None) -> bool:
+        """Write what the runner reports (taskqueue.progress), if the interval allows; never raises for a refused
+        write: progress is worth a log line, not the attempt."""
+        if self.lost or not self._progress.due():
+            return False
+        try:
+            return self._store.record_progress(self.task, self._owner, progress, message, self._clock.now_ms())
+        except TaskQueueError as exc:
+            logger.warning("progress not recorded", extra={"task_id": self.task.task_id, "error": str(exc)})
+            return False
+
+
 _current: ContextVar[Lease | None] = ContextVar("taskqueue_current_lease", default=None)
 
 
@@ -84,6 +98,11 @@ def run_with_lease(lease: Lease, work: Callable[[], object]) -> object:
         return work()
     finally:
         _current.reset(token)
+
+
+def current_lease() -> Lease | None:
+    """The lease of the task the calling runner thread is running (None outside a task run)."""
+    return _current.get()
 
 
 def extend_lease(seconds: float) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from taskqueue import keys, schema
 from taskqueue.errors import InvalidField, InvalidTaskInput, ResultTooLarge
+from taskqueue.run_time import LAMBDA_MAX_TIMEOUT_SECONDS, MIN_RUN_SECONDS, too_long_message
 from taskqueue.settings import Settings
 from taskqueue.states import TaskStatus
 
@@ -54,6 +55,13 @@ class Task:
     request_id: str | None = None
     # When its latest claim was made (epoch ms): create -> first claim is the queue's pickup time.
     claimed_ms: int | None = None
+    # How long the task may run (taskqueue.run_time); None: its queue's DEFAULT_RUN_SECONDS.
+    run_seconds: int | None = None
+    # What the runner last reported of the attempt in progress (taskqueue.progress): a number, a short message,
+    # and when (epoch ms). A new attempt starts without.
+    progress: float | None = None
+    progress_message: str | None = None
+    progress_updated_ms: int | None = None
 
     def with_changes(self, **changes: Any) -> Task:
         return replace(self, **changes)
@@ -82,6 +90,10 @@ def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
         "notBefore": ("N", task.not_before_ms),
         "lastError": ("S", task.last_error),
         "requestId": ("S", task.request_id),
+        "runSeconds": ("N", task.run_seconds),
+        "progress": ("N", task.progress),
+        "progressMessage": ("S", task.progress_message),
+        "progressUpdated": ("N", task.progress_updated_ms),
     }
     for name, (kind, value) in optional.items():
         if value is not None:
@@ -136,6 +148,9 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
         def n(name: str) -> int | None:
             return int(item[name]["N"]) if name in item else None
 
+        def number(name: str) -> float | None:
+            return float(item[name]["N"]) if name in item else None
+
         payload_text = s("payload")
         result_text = s("result")
         return Task(
@@ -159,6 +174,10 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
             delete_at=_delete_at(n("deleteAt"), int(item["ttl"]["N"])),
             claimed_ms=n("claimedAt"),
             request_id=s("requestId"),
+            run_seconds=n("runSeconds"),
+            progress=number("progress"),
+            progress_message=s("progressMessage"),
+            progress_updated_ms=n("progressUpdated"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidTaskInput(f"item is not a task ({type(exc).__name__}: {exc}): {dict(item)!r:.300}") from None
@@ -180,6 +199,7 @@ class CreateRequest:
     max_attempts: int
     delay_seconds: int = 0
     task_ids: tuple[str, ...] = ()
+    run_seconds: int | None = None  # None: the queue's DEFAULT_RUN_SECONDS when the task is claimed
 
 
 def parse_create_event(event: object, settings: Settings) -> CreateRequest:
@@ -200,7 +220,8 @@ def parse_create_request(body: object, settings: Settings) -> CreateRequest:
 
 def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
     """The rules the schema cannot state (it has checked every field on its own): the queue is configured,
-    count equals the number of taskIds, delaySeconds is less than ttlSeconds, the payload's size, printable ids."""
+    count equals the number of taskIds, delaySeconds is less than ttlSeconds, the payload's size, printable ids,
+    and runSeconds fits in what the worker's Timeout leaves (WORKER_TIMEOUT_SECONDS; taskqueue.run_time)."""
     queue = keys.validate_queue_name(body.get("queue", "work"))
     settings.order_of(queue)
     task_ids = list(body.get("taskIds") or ())
@@ -232,6 +253,7 @@ def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
             "before it could ever run",
             "delaySeconds",
         )
+    run_seconds = _run_seconds(body, settings)
     return CreateRequest(
         queue=queue,
         count=count,
@@ -241,7 +263,18 @@ def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
         max_attempts=_whole(body, "maxAttempts", settings.max_attempts, 1, 100),
         delay_seconds=delay_seconds,
         task_ids=tuple(task_ids),
+        run_seconds=run_seconds,
     )
+
+
+def _run_seconds(body: Mapping[str, Any], settings: Settings) -> int | None:
+    if body.get("runSeconds") is None:
+        return None
+    run_seconds = _whole(body, "runSeconds", 0, MIN_RUN_SECONDS, LAMBDA_MAX_TIMEOUT_SECONDS)
+    if run_seconds > settings.longest_run_seconds:
+        timeout = LAMBDA_MAX_TIMEOUT_SECONDS if settings.worker_timeout_seconds is None else settings.worker_timeout_seconds
+        raise InvalidField(too_long_message(run_seconds, timeout), "runSeconds")
+    return run_seconds
 
 
 def new_tasks(request: CreateRequest, now_ms: int, settings: Settings, request_id: str | None = None) -> list[Task]:
@@ -267,6 +300,7 @@ def new_tasks(request: CreateRequest, now_ms: int, settings: Settings, request_i
             payload=request.payload,
             not_before_ms=not_before,
             request_id=request_id,
+            run_seconds=request.run_seconds,
         )
         for task_id in ids
     ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from taskqueue.clock import Clock, SystemClock
@@ -31,17 +31,47 @@ class LegacySystemError(TaskQueueError):
     """The fake legacy system failed this attempt (transient: the task will be retried)."""
 
 
+# Where a team's runner lives (README "Run your own work"): runner/ at the repository root, which `sam build` turns
+# into the RunnerLayer (its code and requirements.txt under python/, on the function's import path).
+_WHERE = "runner/ (the RunnerLayer; README \"Run your own work\")"
+
+
 def load_runner(spec: str) -> TaskRunner:
-    """Import ``module:callable`` (the TASK_RUNNER setting)."""
+    """Import ``module:callable`` (the TASK_RUNNER setting); a ConfigError says what is wrong and what to fix."""
     module_name, _, attribute = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"TASK_RUNNER={spec!r}: cannot import module {module_name!r} ({exc})") from exc
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if module_name == missing or module_name.startswith(missing + "."):
+            raise ConfigError(
+                f"TASK_RUNNER={spec!r}: there is no module {module_name!r} on the function's path ({exc}): put it in "
+                f"{_WHERE}, or fix the TaskRunner parameter"
+            ) from exc
+        raise ConfigError(
+            f"TASK_RUNNER={spec!r}: module {module_name!r} needs {missing!r}, which is not installed: add it to "
+            "runner/requirements.txt (sam build installs it into the RunnerLayer)"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - any error of the module's own code at import, reported as such
+        raise ConfigError(
+            f"TASK_RUNNER={spec!r}: importing {module_name!r} failed: {type(exc).__name__}: {exc} (fix the runner's "
+            "module-level code, or give it what it reads there, e.g. RunnerEnvironment)"
+        ) from exc
     runner = getattr(module, attribute, None)
     if not callable(runner):
-        raise ConfigError(f"TASK_RUNNER={spec!r}: {module_name} has no callable named {attribute!r}")
+        names = sorted(n for n in vars(module) if not n.startswith("_") and callable(getattr(module, n)))
+        raise ConfigError(
+            f"TASK_RUNNER={spec!r}: {module_name} has no callable named {attribute!r} (its callables: "
+            f"{', '.join(names[:10]) or 'none'}): fix the part after ':' in the TaskRunner parameter"
+        )
     return runner
+
+
+def apply_runner_environment(settings: Settings, environ: MutableMapping[str, str]) -> None:
+    """Put RUNNER_ENVIRONMENT's variables into the process environment (before the runner is imported, which may
+    read them at import); a variable the function's own configuration already sets is left as it is."""
+    for name, value in settings.runner_environment.items():
+        environ.setdefault(name, value)
 
 
 def runner_factory(factory: RunnerFactory) -> RunnerFactory:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from taskqueue.errors import ConfigError, InvalidTaskInput
 from taskqueue.keys import Order, validate_queue_name
+from taskqueue.run_time import (
+    FINISH_RESERVE_SECONDS,
+    LAMBDA_MAX_TIMEOUT_SECONDS,
+    MIN_RUN_SECONDS,
+    START_RESERVE_SECONDS,
+    claim_lease_seconds,
+    longest_run_seconds,
+)
 
 T = TypeVar("T")
 
@@ -32,6 +42,16 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "WORKER_LINGER_SECONDS": (0, 60),
     "FAKE_RUNNER_DURATION_SECONDS": (0, 900),
     "FAKE_RUNNER_FAILURE_RATE": (0, 1),
+    # A Timeout shorter than START + FINISH reserve + 1 s can run no task at all (taskqueue.run_time).
+    "WORKER_TIMEOUT_SECONDS": (START_RESERVE_SECONDS + FINISH_RESERVE_SECONDS + MIN_RUN_SECONDS, LAMBDA_MAX_TIMEOUT_SECONDS),
+    "DEFAULT_RUN_SECONDS": (1, longest_run_seconds(LAMBDA_MAX_TIMEOUT_SECONDS)),
+}
+# RUNNER_ENVIRONMENT may not set these: the Lambda runtime's variables and the queue core's own.
+RESERVED_PREFIXES = ("AWS_", "LAMBDA_", "_", "POWERTOOLS_")
+RESERVED_VARIABLES = frozenset(BOUNDS) | {
+    "QUEUE_TABLE_NAME", "TRIGGER_TOPIC_ARN", "WORKER_WAKE_UP_TOPIC_ARN", "QUEUE_ORDERS", "TASK_RUNNER",
+    "RUNNING_LIMIT", "WORKER_QUEUES", "RUNNER_ENVIRONMENT", "AGENT_TABLE_NAME", "AGENT_ORDER", "MATCH_ATTRIBUTES",
+    "PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "TZ", "LANG",
 }
 
 
@@ -69,16 +89,39 @@ class Settings:
     worker_linger_seconds: float = 0.0
     # WORKER_QUEUES: the queues this function's worker serves (a subset of QUEUE_ORDERS); empty means every one.
     worker_queues: tuple[str, ...] = ()
+    # WORKER_TIMEOUT_SECONDS: the Timeout of the function that runs the tasks (ProcessTasks; the template's
+    # ProcessTasksTimeout). CreateTasks refuses a task that declares a longer run than it leaves
+    # (taskqueue.run_time); None (unset): only Lambda's own limit of 900 s applies.
+    worker_timeout_seconds: float | None = None
+    # DEFAULT_RUN_SECONDS: how long a task that declares no runSeconds may run (its queue's declaration).
+    default_run_seconds: int = 60
+    # RUNNER_ENVIRONMENT: variables for the task runner (a JSON object of strings), set in the worker's environment
+    # before the runner is loaded (functions/process_tasks/app.py).
+    runner_environment: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         problem = worker_queues_problem(self.worker_queues, self.queue_orders)
         if problem:
             raise ConfigError(f"WORKER_QUEUES={','.join(map(str, self.worker_queues))!r} is not valid: {problem}")
+        if self.worker_timeout_seconds is not None and self.default_run_seconds > self.longest_run_seconds:
+            raise ConfigError(
+                f"DEFAULT_RUN_SECONDS={self.default_run_seconds} is longer than a worker whose Timeout is "
+                f"{self.worker_timeout_seconds:g} s (WORKER_TIMEOUT_SECONDS) can run a task ({self.longest_run_seconds} s): "
+                "lower DefaultRunSeconds or raise ProcessTasksTimeout"
+            )
+
+    @property
+    def longest_run_seconds(self) -> int:
+        """The longest run a task may declare (taskqueue.run_time): what the worker's Timeout leaves, or what
+        Lambda's longest Timeout leaves when the worker's is not known."""
+        timeout = LAMBDA_MAX_TIMEOUT_SECONDS if self.worker_timeout_seconds is None else self.worker_timeout_seconds
+        return longest_run_seconds(timeout)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         queue_orders = read_variable(env, "QUEUE_ORDERS", DEFAULT_QUEUE_ORDERS, parse_queue_orders)
+        worker_timeout = read_variable(env, "WORKER_TIMEOUT_SECONDS", "", _optional_timeout)
         return cls(
             queue_table_name=read_required(env, "QUEUE_TABLE_NAME", "the DynamoDB queue table"),
             trigger_topic_arn=env.get("TRIGGER_TOPIC_ARN") or None,
@@ -88,7 +131,8 @@ class Settings:
             default_ttl_seconds=read_int(env, "DEFAULT_TTL_SECONDS", "3600"),
             retention_seconds=read_int(env, "RETENTION_SECONDS", "86400"),
             max_attempts=read_int(env, "MAX_ATTEMPTS", "3"),
-            lease_seconds=read_int(env, "LEASE_SECONDS", "300"),
+            # A worker's claim outlasts the invocation that holds it: never shorter than the worker's Timeout.
+            lease_seconds=int(claim_lease_seconds(read_int(env, "LEASE_SECONDS", "300"), worker_timeout)),
             page_size=read_int(env, "PAGE_SIZE", "10"),
             claim_lanes=read_int(env, "CLAIM_LANES", "1"),
             running_limit=read_variable(env, "RUNNING_LIMIT", "", _optional_limit),
@@ -101,6 +145,9 @@ class Settings:
             fake_runner_failure_rate=read_float(env, "FAKE_RUNNER_FAILURE_RATE", "0"),
             worker_linger_seconds=read_float(env, "WORKER_LINGER_SECONDS", "0"),
             worker_queues=read_variable(env, "WORKER_QUEUES", "", lambda raw: parse_worker_queues(raw, queue_orders)),
+            worker_timeout_seconds=worker_timeout,
+            default_run_seconds=read_int(env, "DEFAULT_RUN_SECONDS", "60"),
+            runner_environment=read_variable(env, "RUNNER_ENVIRONMENT", "{}", parse_runner_environment),
         )
 
     def running_limit_of(self, queue: str) -> int | None:
@@ -158,6 +205,28 @@ def _optional_limit(raw: str) -> int | None:
     value = int(raw)
     if not 0 <= value <= MAX_RUNNING_LIMIT:
         raise ValueError(f"must be empty (RUNNER_CAPACITY when several workers run), 0 (no limit) or a whole number up to {MAX_RUNNING_LIMIT}")
+    return value
+
+
+def _optional_timeout(raw: str) -> float | None:
+    return None if raw == "" else _float_between(*BOUNDS["WORKER_TIMEOUT_SECONDS"])(raw)
+
+
+def parse_runner_environment(raw: str) -> dict[str, str]:
+    """'{"API_URL": "https://...", "API_TIMEOUT": "5"}' -> a dict of variable names to strings."""
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"must be a JSON object of strings, e.g. {{\"API_URL\": \"https://example.com\"}} ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON object of strings, e.g. {\"API_URL\": \"https://example.com\"}")
+    for name, text in value.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"{name!r} is not an environment variable name (letters, digits, '_')")
+        if name in RESERVED_VARIABLES or name.startswith(RESERVED_PREFIXES):
+            raise ValueError(f"{name!r} is the runtime's or the queue's own variable: give your runner's a name of its own")
+        if not isinstance(text, str):
+            raise ValueError(f"the value of {name!r} must be a string, got {type(text).__name__}")
     return value
 
 

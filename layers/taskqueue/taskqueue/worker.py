@@ -25,13 +25,14 @@ from aws_lambda_powertools import Logger
 from taskqueue import dynamo
 from taskqueue.claim_control import ClaimControl
 from taskqueue.clock import Clock, SystemClock
-from taskqueue.errors import ConfigError, PermanentTaskError, ResultTooLarge, TaskQueueError
+from taskqueue.errors import ConfigError, PermanentTaskError, ResultTooLarge, TaskQueueError, TaskTooLong
 from taskqueue.handshake.watch import Lingering, Watch
 from taskqueue.lease import Lease, run_with_lease
 from taskqueue.model import check_result_size
+from taskqueue.run_time import InvocationTime, too_long_message
 from taskqueue.runner import TaskRunner
 from taskqueue.states import TaskStatus
-from taskqueue.store import TaskStore, Token
+from taskqueue.store import Candidate, TaskStore, Token
 
 logger = Logger(child=True)
 
@@ -73,6 +74,7 @@ class WorkerReport:
     watched: bool = False  # this run watched its queue (the wake-up handshake); else it was a helper
     helpers_woken: int = 0  # other workers this run woke because its runner was full and claimable work waited
     lingered_ms: int = 0  # time spent waiting on an empty queue (or on a reached running limit) for new work
+    too_long: int = 0  # claims refused for the task's run time (taskqueue.run_time): left for a fresh invocation
     leases_renewed: int = 0
     claim_ages_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
@@ -138,6 +140,7 @@ class Worker:
                 "its remaining time): set LeaseSeconds to at least the function's Timeout"
             )
         report = WorkerReport(queue=queue)
+        self._time = InvocationTime(self._clock, hold_seconds, self._settings.worker_timeout_seconds)
         with self._stale_lock:
             self._stale.clear()
         try:
@@ -184,8 +187,8 @@ class Worker:
                 stale = self._stale_ids()
                 try:
                     look_started_ms = self._clock.now_ms()
-                    wanted = max(self._settings.page_size, control.window(self._capacity)) + len(stale)
-                    candidates = self._store.candidates(queue, wanted)
+                    wanted = max(self._settings.page_size, control.window(self._capacity)) + len(stale) + self._time.skipped
+                    candidates = self._time.fitting(self._store.candidates(queue, wanted))
                     due_in = None if candidates or running else self._due_in_seconds(queue)
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
                     if not self._refused_for_now(report, "reading the queue", exc):
@@ -236,7 +239,10 @@ class Worker:
                     if free == 0:
                         break
                     try:
-                        task = self._store.claim(candidate, self._owner)
+                        task = self._store.claim(candidate, self._owner, run_within=self._time.run_within())
+                    except TaskTooLong as exc:  # left PENDING for a fresh invocation, which has time for it
+                        self._too_long(candidate, exc, report)
+                        continue
                     except TaskQueueError as exc:  # not applied: the task is still there; pause, look again
                         if not self._refused_for_now(report, "claiming a task", exc):
                             raise
@@ -293,6 +299,23 @@ class Worker:
             logger.warning("could not wake another worker", extra={"queue": queue, "error": str(exc)})
             return
         report.helpers_woken += 1
+
+    def _too_long(self, candidate: Candidate, exc: TaskTooLong, report: WorkerReport) -> None:
+        self._add(report, "too_long")
+        if not self._time.too_long(candidate.task_id, exc.run_seconds):
+            logger.info("task left for a fresh invocation: too long for the time left", extra={"task_id": candidate.task_id})
+            return
+        # No invocation of this worker could run it (its Timeout was lowered after the task was made): dead-letter
+        # it with what to do, rather than leave it to be tail-called for and refused until its ttl.
+        error = too_long_message(exc.run_seconds, self._time.timeout)
+        try:
+            task = self._store.claim(candidate, self._owner)
+            if task is not None and self._store.fail(task, self._owner, error):
+                self._add(report, "failed")
+                logger.error("task failed (dead-lettered)", extra={"task_id": task.task_id, "error": error})
+        except TaskQueueError as refused:  # refused for now: the next run meets it again
+            if not self._refused_for_now(report, "dead-lettering a task too long for this worker", refused):
+                raise
 
     def _work_left(self, queue: str, report: WorkerReport) -> bool:
         try:

@@ -15,10 +15,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from taskqueue import keys
-from taskqueue.errors import InvalidTaskInput, TaskNotFound
+from taskqueue.dynamo import ConditionLost
+from taskqueue.errors import InvalidTaskInput, TaskNotFound, TaskTooLong
 from taskqueue.model import Task, encode_json, from_item
+from taskqueue.run_time import effective_run_seconds
 from taskqueue.states import TaskStatus
 from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, QueueTable, candidate_of, is_claimable
+
+# What a runner reported of an attempt (taskqueue.progress); a claim removes them, so each attempt starts afresh.
+PROGRESS_ATTRIBUTES = ("progress", "progressMessage", "progressUpdated")
 
 
 class WorkerTransitions(QueueTable):
@@ -137,11 +142,26 @@ class WorkerTransitions(QueueTable):
                 continue
         return None
 
-    def claim(self, candidate: Candidate, owner: str, now_ms: int | None = None) -> Task | None:
-        """PENDING -> TAKEN with a lease; ``None`` if someone else got it or it is no longer claimable."""
+    def claim(
+        self, candidate: Candidate, owner: str, now_ms: int | None = None, *, run_within: float | None = None
+    ) -> Task | None:
+        """PENDING -> TAKEN with a lease; ``None`` if someone else got it or it is no longer claimable.
+
+        ``run_within``: the longest run the claiming invocation can still finish (taskqueue.run_time.run_within);
+        a task that declares a longer one (``runSeconds``, else DEFAULT_RUN_SECONDS) is refused by the write's
+        condition and raises ``TaskTooLong``, so it stays PENDING for a fresh invocation."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         expires = now_ms + self._settings.lease_seconds * 1000
-        item = self._transition(
+        # DynamoDB's TTL deletes late: an expired task must be refused here, not only skipped above.
+        condition = "#ttl > :nowSeconds AND (attribute_not_exists(notBefore) OR notBefore <= :now)"
+        values: dict[str, AttributeValue] = {":nowSeconds": {"N": str(now_ms // 1000)}}
+        if run_within is not None:
+            values[":runWithin"] = {"N": f"{run_within:.3f}"}
+            fits = "runSeconds <= :runWithin"
+            if self._settings.default_run_seconds <= run_within:
+                fits = f"(attribute_not_exists(runSeconds) OR {fits})"
+            condition += f" AND {fits}"
+        request = self._transition_request(
             candidate.task_id,
             TaskStatus.PENDING,
             TaskStatus.TAKEN,
@@ -152,14 +172,51 @@ class WorkerTransitions(QueueTable):
                 "statusKey": {"S": keys.status_key(candidate.queue, TaskStatus.TAKEN.value, candidate.shard)},
                 **self._lease_attributes(expires),
             },
-            remove=("readyKey", "readySort", "notBefore"),
+            # A new attempt starts without the last one's progress.
+            remove=("readyKey", "readySort", "notBefore", *PROGRESS_ATTRIBUTES),
             count_attempt=True,
-            # DynamoDB's TTL deletes late: an expired task must be refused here, not only skipped above.
-            condition="#ttl > :nowSeconds AND (attribute_not_exists(notBefore) OR notBefore <= :now)",
+            condition=condition,
             names={"#ttl": "ttl"},
-            values={":nowSeconds": {"N": str(now_ms // 1000)}},
+            values=values,
         )
-        return from_item(item) if item is not None else None
+        if run_within is not None:  # the item as it was, if refused: tells a run too long from a lost race
+            request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        try:
+            return from_item(self._call("update_item", **request)["Attributes"])
+        except ConditionLost as lost:
+            if run_within is not None and lost.item is not None:
+                self._raise_if_too_long(lost.item, run_within, now_ms)
+            return None
+
+    def _raise_if_too_long(self, item: Mapping[str, Any], run_within: float, now_ms: int) -> None:
+        """A refused claim of a task that was still claimable is refused for its run time: say so."""
+        task = from_item(item)
+        if task.status is not TaskStatus.PENDING or not is_claimable(task.ttl, task.not_before_ms, now_ms):
+            return
+        run_seconds = effective_run_seconds(task.run_seconds, self._settings.default_run_seconds)
+        if run_seconds > run_within:
+            raise TaskTooLong(task.task_id, run_seconds, run_within)
+
+    def record_progress(
+        self, task: Task, owner: str, progress: float, message: str | None, now_ms: int | None = None
+    ) -> bool:
+        """TAKEN -> TAKEN with what the runner reports of its attempt, only by the lease owner while the lease holds.
+        A MODIFY on the stream, which Trigger's filter (INSERTs of PENDING tasks) never passes on."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        set_: dict[str, AttributeValue] = {"progress": {"N": repr(float(progress))}, "progressUpdated": {"N": str(now_ms)}}
+        if message:
+            set_["progressMessage"] = {"S": message}
+        written = self._transition(
+            task.task_id,
+            TaskStatus.TAKEN,
+            TaskStatus.TAKEN,
+            now_ms=now_ms,
+            set_=set_,
+            remove=() if message else ("progressMessage",),
+            condition="leaseOwner = :owner AND leaseExpires > :now",
+            values={":owner": {"S": owner}},
+        )
+        return written is not None
 
     def complete(self, task: Task, owner: str, result: Mapping[str, Any] | None = None, now_ms: int | None = None) -> bool:
         """TAKEN -> SUCCESS, only by the lease owner while the lease holds."""

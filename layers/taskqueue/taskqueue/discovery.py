@@ -1,4 +1,5 @@
-"""Finding the stack taskq works against: the running local stack (``make up``) or a CloudFormation stack.
+"""Finding the stack a client works against (``taskq``, ``taskqueue.client``): the running local stack (``make up``)
+or a CloudFormation stack.
 
 While ``make up`` runs, the local engine keeps ``.taskq/local-stack.json`` at the repository root (env
 ``TASKQ_LOCAL_STACK_FILE`` names another path). It holds the endpoint, the region, the engine's pid and the
@@ -7,6 +8,11 @@ pid is not running any more is stale (the engine was killed) and is ignored.
 
 Both kinds of stack become a ``StackInfo``; ``StackInfo.env()`` turns its outputs and parameters into the
 environment variables the queue core's settings read, so every command gets its names from the stack.
+
+Which stack (``resolve_stack``), first match wins: the running local stack when asked for (``local``); a stack by
+name (the local stack if it runs under that name, else CloudFormation); nothing when the caller names its target
+itself (a table name, an endpoint); else the running local stack if there is one. ``session_for`` gives the boto3
+session to reach it (the local engine checks no credentials: dummy ones).
 """
 
 from __future__ import annotations
@@ -42,7 +48,12 @@ PARAMETER_VARIABLES: dict[str, str] = {
     "PageSize": "PAGE_SIZE",
     "AgentOrder": "AGENT_ORDER",
     "MatchAttributes": "MATCH_ATTRIBUTES",
+    # A task's run is checked against ProcessTasks' Timeout at creation (taskqueue/run_time.py).
+    "ProcessTasksTimeout": "WORKER_TIMEOUT_SECONDS",
+    "DefaultRunSeconds": "DEFAULT_RUN_SECONDS",
 }
+# The local engine accepts any signature; boto3 still needs a key pair to sign with.
+LOCAL_CREDENTIALS = {"aws_access_key_id": "taskq-local", "aws_secret_access_key": "taskq-local"}
 
 
 class DiscoveryError(Exception):
@@ -201,3 +212,53 @@ def no_local_stack_message(lookup: LocalLookup) -> str:
 
 def stale_notice(lookup: LocalLookup) -> str:
     return f"taskq: note: ignoring {lookup.path}: the local stack it describes is not running (pid {lookup.stale_pid})"
+
+
+def resolve_stack(
+    *,
+    local: bool,
+    stack_name: str | None,
+    explicit: bool,
+    cloudformation: Callable[[], Any],
+    env: Mapping[str, str] | None = None,
+    notice: Callable[[str], None] | None = None,
+) -> StackInfo | None:
+    """The stack to work against (see the module's docstring); ``None``: the caller's own names, nothing discovered.
+    ``explicit``: the caller named its target (a table, an endpoint). ``cloudformation``: makes the client that reads
+    a deployed stack, called only when one is looked up."""
+    lookup = find_local(env=env)
+    if local:
+        if lookup.stack is None:
+            raise DiscoveryError(no_local_stack_message(lookup))
+        return lookup.stack
+    if stack_name:
+        if lookup.stack is not None and lookup.stack.name == stack_name:
+            return lookup.stack
+        return from_cloudformation(cloudformation(), stack_name)
+    if explicit:
+        return None
+    if lookup.stack is not None:
+        return lookup.stack
+    if lookup.stale_pid is not None and notice is not None:
+        notice(stale_notice(lookup))
+    return None
+
+
+def session_for(stack: StackInfo | None, region: str | None = None, profile: str | None = None) -> Any:
+    """A boto3 session that reaches ``stack``: the local engine's region with dummy credentials, else your AWS
+    configuration (``region``, ``profile``)."""
+    import boto3
+
+    if stack is not None and stack.local:
+        return boto3.session.Session(region_name=stack.region, **LOCAL_CREDENTIALS)
+    return boto3.session.Session(region_name=region, profile_name=profile)
+
+
+def endpoint_for(stack: StackInfo | None, endpoint_url: str | None) -> str | None:
+    """Where the clients send requests: the local engine's endpoint, or ``endpoint_url`` (None: AWS's)."""
+    return stack.endpoint_url if stack is not None and stack.local else endpoint_url
+
+
+def no_table_message() -> str:
+    return ("no queue table: pass a stack name or a table name (or set QUEUE_TABLE_NAME), or start a local stack with "
+            "`make up`")
