@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from local.demo_defaults import CONCURRENCY
 from local.engine import REPO, Engine
 from local.faults import Faults
 from tests.reliability.support import record_figures
@@ -34,6 +35,7 @@ PARAMETERS = {
     "TriggerBatchingWindowSeconds": 1,
     "CreateTasksScheduleState": "DISABLED",
     "SafetyNetScheduleRate": "rate(1 minute)",
+    **CONCURRENCY,  # one worker at a time, as docs/reliability.md's figures were measured
 }
 SNS_FAILING = Faults(seed=31, sns_publish_errors={"share": 0.20, "codes": ["KMSThrottling"], "per": "call"})
 

@@ -323,6 +323,9 @@ class World:
         return {name: self._resolve(value) for name, value in variables.items()}
 
     def _resolve(self, value: Any) -> str:
+        if isinstance(value, dict) and "Fn::If" in value:  # e.g. CLAIM_LANES: the reserved concurrency, if any
+            condition, if_true, if_false = value["Fn::If"]
+            return self._resolve(if_true if self._holds(template()["Conditions"][condition]) else if_false)
         if isinstance(value, dict) and "Ref" in value:
             ref = value["Ref"]
             if ref in self.physical:
@@ -332,6 +335,13 @@ class World:
             return str(parameter["Default"])
         assert not isinstance(value, (dict, list)), f"cannot resolve {value!r} for the test"
         return str(value).lower() if isinstance(value, bool) else str(value)
+
+    def _holds(self, condition: Any) -> bool:
+        """A template condition with the parameters' defaults (Fn::Not, Fn::Equals of Refs and literals)."""
+        if "Fn::Not" in condition:
+            return not self._holds(condition["Fn::Not"][0])
+        left, right = condition["Fn::Equals"]
+        return self._resolve(left) == self._resolve(right)
 
     def use_environment(self, function: str, **overrides: str) -> None:
         for name, value in (self.environment(function) | overrides).items():

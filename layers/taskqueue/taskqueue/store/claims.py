@@ -72,7 +72,7 @@ class WorkerTransitions(QueueTable):
             TaskStatus.PENDING,
             TaskStatus.SHED,
             now_ms=now_ms,
-            set_=self._finished_attributes(now_ms),
+            set_=self._finished_attributes(now_ms, TaskStatus.SHED),
             remove=("readyKey", "readySort", "notBefore"),
             condition="#ttl <= :nowSeconds",
             names={"#ttl": "ttl"},
@@ -163,7 +163,7 @@ class WorkerTransitions(QueueTable):
     def complete(self, task: Task, owner: str, result: Mapping[str, Any] | None = None, now_ms: int | None = None) -> bool:
         """TAKEN -> SUCCESS, only by the lease owner while the lease holds."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        set_ = self._finished_attributes(now_ms)
+        set_ = self._finished_attributes(now_ms, TaskStatus.SUCCESS)
         if result is not None:
             set_["result"] = {"S": encode_json(result)}
         return self._owned_transition(task, owner, TaskStatus.SUCCESS, now_ms, set_, ("statusKey", "statusSort"))
@@ -191,7 +191,7 @@ class WorkerTransitions(QueueTable):
     def fail(self, task: Task, owner: str, error: str, now_ms: int | None = None) -> bool:
         """TAKEN -> FAILURE (the dead-letter state), only by the lease owner while the lease holds."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        set_ = self._finished_attributes(now_ms) | {
+        set_ = self._finished_attributes(now_ms, TaskStatus.FAILURE) | {
             "lastError": {"S": error[:1000]},
             "statusKey": {"S": keys.status_key(task.queue, TaskStatus.FAILURE.value, task.shard)},
             "statusSort": {"N": str(now_ms)},
@@ -227,7 +227,7 @@ class WorkerTransitions(QueueTable):
         """The ``Update`` of a TransactWriteItems entry that completes ``task`` (TAKEN -> SUCCESS) under the
         same conditions as ``complete``, for callers that must finish a task atomically with other writes."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        set_ = self._finished_attributes(now_ms)
+        set_ = self._finished_attributes(now_ms, TaskStatus.SUCCESS)
         if result is not None:
             set_["result"] = {"S": encode_json(result)}
         request = self._transition_request(
@@ -266,7 +266,7 @@ class WorkerTransitions(QueueTable):
         values = {":seenExpiry": {"N": str(task.lease_expires_ms)}}
         if task.attempts >= task.max_attempts:
             target = TaskStatus.FAILURE
-            set_ = self._finished_attributes(now_ms) | {
+            set_ = self._finished_attributes(now_ms, TaskStatus.FAILURE) | {
                 "lastError": {"S": error},
                 "statusKey": {"S": keys.status_key(task.queue, TaskStatus.FAILURE.value, task.shard)},
                 "statusSort": {"N": str(now_ms)},

@@ -56,10 +56,10 @@ class OperatorOperations(QueueTable):
 
     def cancel(self, task_id: str, now_ms: int | None = None) -> Task:
         """PENDING -> CANCELLED. The task leaves the ReadyIndex, is findable in the StatusIndex under
-        ``<queue>#CANCELLED#<shard>`` and keeps the retention ttl; ``redrive`` can bring it back."""
+        ``<queue>#CANCELLED#<shard>`` and is kept for DEAD_LETTER_RETENTION_SECONDS; ``redrive`` can bring it back."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         task = self._op_source(task_id, "cancel")
-        set_ = self._finished_attributes(now_ms) | {
+        set_ = self._finished_attributes(now_ms, TaskStatus.CANCELLED) | {
             "statusKey": {"S": keys.status_key(task.queue, TaskStatus.CANCELLED.value, task.shard)},
             "statusSort": {"N": str(now_ms)},
         }
