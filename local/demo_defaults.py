@@ -21,10 +21,13 @@ CONCURRENCY: dict[str, str] = {
     "ProcessTasksConcurrency": "1",
     "MatcherConcurrency": "1",
 }
-# `make up` (python -m local up): both, under whatever --param-overrides says.
-LOCAL_STACK: dict[str, str] = {**SCHEDULE, **CONCURRENCY}
+# Agents made available by hand in a long-running local stack stay available until taken offline, as before
+# agents had to heartbeat: nobody sends heartbeats while poking at it with `make invoke`.
+PRESENCE: dict[str, str] = {"AgentTimeoutSeconds": "0"}
+# `make up` (python -m local up): all three, under whatever --param-overrides says.
+LOCAL_STACK: dict[str, str] = {**SCHEDULE, **CONCURRENCY, **PRESENCE}
 # `make demo` scenarios of the work queue: the same; the call-center scenario turns the schedule off again (its
 # calls come from its driver) and keeps the concurrency.
 DEMO: dict[str, str] = {**SCHEDULE, **CONCURRENCY}
 
-__all__ = ["CONCURRENCY", "DEMO", "LOCAL_STACK", "SCHEDULE"]
+__all__ = ["CONCURRENCY", "DEMO", "LOCAL_STACK", "PRESENCE", "SCHEDULE"]

@@ -53,6 +53,7 @@ ENGINE_MODULES = {
     "tests/integration/test_agent_events_handler.py",
     "tests/integration/test_worker_faults.py",
     "tests/integration/test_aws_behaviour.py",
+    "tests/integration/test_contact_center.py",
 }
 # Tests of those modules (or whole modules) that rely on moto itself: shown as skipped, with the reason, on
 # DynamoDB Local. A new test says so with @pytest.mark.moto_only(reason="...").

@@ -520,6 +520,16 @@ def run_agent_events(world: World) -> None:
     assert world.invoke(app, load_event("agent_events-call-ended.json"))["outcome"] == "already-offline"
     world.invoke(app, {"action": "agentOffline", "agentId": "nobody"}, expect=AgentNotFound)
     world.invoke(app, {"action": "dance"}, expect=InvalidAgentInput)
+    # Presence: a heartbeat of a queued agent; of an agent gone offline.
+    assert world.invoke(app, {"action": "agentHeartbeat", "agentId": "busy-1"})["outcome"] == "seen"
+    assert world.invoke(app, {"action": "agentHeartbeat", "agentId": "agent-0042"})["outcome"] == "already-offline"
+    # A caller hangs up: the waiting call is cancelled (GetItem + UpdateItem on the queue table); a repeat says so.
+    waiting = seed(store, queue="calls")
+    hung_up = {"action": "callerHungUp", "callId": waiting.task_id}
+    assert world.invoke(app, hung_up)["outcome"] == "hung-up"
+    assert world.invoke(app, hung_up)["outcome"] == "already-hung-up"
+    assert world.invoke(app, {"action": "callerHungUp", "callId": call.task_id}) == {
+        "action": "callerHungUp", "callId": call.task_id, "outcome": "already-matched", "agentId": "busy-1"}
 
 
 SCENARIOS = {

@@ -396,5 +396,8 @@ def test_agent_table_access_is_least_privilege_for_each_function():
         "dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     # Matching: the head of a queue (Query); the match transaction updates the agent and deletes its entries.
     assert agent_table_actions("MatcherFunction") == {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-    # AgentEvents never reads or writes the queue table.
-    assert "QueueTable" not in json.dumps(RES["AgentEventsFunction"]["Properties"]["Policies"])
+    # AgentEvents touches the queue table for a caller's hang-up only: the call itself, no index, no other write.
+    statements = [s for p in RES["AgentEventsFunction"]["Properties"]["Policies"] for s in p.get("Statement", [])]
+    on_queue_table = [s for s in statements if "QueueTable" in json.dumps(s["Resource"])]
+    assert on_queue_table == [{"Effect": "Allow", "Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+                               "Resource": {"Fn::GetAtt": ["QueueTable", "Arn"]}}]

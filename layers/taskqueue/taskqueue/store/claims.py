@@ -28,6 +28,14 @@ class WorkerTransitions(QueueTable):
         Each shard's ready partition is read newest key first, and the due entries of its delayed partition
         are merged in by their ready sort key. An entry past its ttl is shed (``shed``; operators' reads pass
         False and merely skip it), so expired entries cost one write once and never hide live work."""
+        return list(itertools.islice(self.iter_candidates(queue, limit, now_ms, shed=shed), limit))
+
+    def iter_candidates(
+        self, queue: str, limit: int, now_ms: int | None = None, *, shed: bool = True
+    ) -> Iterator[Candidate]:
+        """The claimable tasks of a queue in the order it serves them, read lazily: an index page (PAGE_SIZE) only
+        when the reader gets that far. ``limit`` bounds the due entries read from each delayed partition (they
+        are merged in by their ready sort key, so they are read first)."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         self._settings.order_of(queue)
         per_shard = [
@@ -38,7 +46,7 @@ class WorkerTransitions(QueueTable):
             )
             for shard in range(self._settings.queue_shards)
         ]
-        return list(itertools.islice(heapq.merge(*per_shard, reverse=True), limit))
+        return heapq.merge(*per_shard, reverse=True)
 
     def has_claimable(self, queue: str, now_ms: int | None = None) -> bool:
         return bool(self.candidates(queue, 1, now_ms))
