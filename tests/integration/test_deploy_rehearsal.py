@@ -28,6 +28,9 @@ from local.template import load_yaml
 from taskqueue.settings import Settings
 from tests.support import ROOT
 
+# moto warns for every resource type its CloudFormation only records (SNS subscriptions, EventInvokeConfig).
+pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")
+
 # moto's CloudFormation cannot create these: the rehearsal leaves them out.
 NOT_IN_MOTO = {"AWS::CloudWatch::Alarm"}
 # What the template reserved before reservations became optional (1 + 1 + 10 = 12 units).
