@@ -16,6 +16,7 @@ from typing import Any
 
 from local import callcenter, stack
 from local import report as reports
+from local.demo_defaults import DEMO, LOCAL_STACK
 from local.engine import REPO, Engine
 from local.faults import Faults, FaultsError
 from local.template import TemplateError
@@ -45,11 +46,13 @@ def load_scenario(name: str) -> dict[str, Any]:
 
 
 def scenario_parameters(s: dict[str, Any]) -> dict[str, Any]:
-    """A scenario's numbers as template parameters: CreateTasks runs every minute of scaled time, making
-    arrival x period tasks; the runner and the TTL go to their parameters."""
+    """A scenario's numbers as template parameters: the schedule turned on (``local.demo_defaults``), CreateTasks
+    running every minute of scaled time and making arrival x period tasks; the runner and the TTL go to their
+    parameters."""
     period = 60 * s["time_scale"]
     runner = s.get("runner", {})
     params: dict[str, Any] = {
+        **DEMO,
         "CreateTasksScheduleRate": "rate(1 minute)",
         "CreateTasksCount": max(1, round(s["arrival_per_second"] * period)),
         "RunnerCapacity": runner.get("capacity", 3),
@@ -320,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             if args.endpoint_url:
                 raise SystemExit("up runs its own emulator: --endpoint-url does not apply")
-            return stack.up(args.template, parse_overrides(args.param_overrides), args.port, args.persist,
+            # The local stack keeps its demo behaviour (the schedule on, one worker): local/demo_defaults.py.
+            return stack.up(args.template, {**LOCAL_STACK, **parse_overrides(args.param_overrides)}, args.port, args.persist,
                             Faults.parse(args.faults) if args.faults else None,
                             Path(args.discovery) if args.discovery else None)
         if args.command == "down":

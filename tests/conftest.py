@@ -57,6 +57,7 @@ ENGINE_MODULES = {
     "tests/integration/test_long_tasks.py",
     "tests/integration/test_client.py",
     "tests/integration/test_progress.py",
+    "tests/integration/test_contact_center.py",
 }
 # Tests of those modules (or whole modules) that rely on moto itself: shown as skipped, with the reason, on
 # DynamoDB Local. A new test says so with @pytest.mark.moto_only(reason="...").

@@ -57,6 +57,9 @@ def task_dict(task: Task) -> dict[str, Any]:
         "progress": task.progress,
         "progressMessage": task.progress_message,
         "progressUpdated": iso(task.progress_updated_ms),
+        # When DynamoDB TTL may remove a finished task: dead letters (FAILURE, CANCELLED) after
+        # DeadLetterRetentionSeconds, the rest after RetentionSeconds. A waiting task's is its ttl (shown as expires).
+        "keptUntil": iso(task.delete_at * 1000) if task.delete_at is not None and task.status.value != "PENDING" else None,
         "payload": task.payload,
         "result": task.result,
     }

@@ -4,6 +4,8 @@ Events (examples in events/agent_events-*.json):
 - {"action": "agentAvailable", "agent": {"agentId", "name", "attributes": {"language": [...], "gender": [...]}}};
 - {"action": "agentOffline", "agentId": "..."};
 - {"action": "callEnded", "agentId": "...", "callId": "..."} (callId optional);
+- {"action": "agentHeartbeat", "agentId": "..."}: the agent is still there (AGENT_TIMEOUT_SECONDS);
+- {"action": "callerHungUp", "callId": "..."}: the caller left; their call is never matched (taskqueue.hangup);
 - {"action": "queueDepth", "preferences": {"language": "fr"}}: agents waiting for that combination.
 
 Its own function, without reserved concurrency, not the Matcher's: the Matcher has reserved concurrency
@@ -12,7 +14,7 @@ reserved concurrency at once (HTTP 429 TooManyRequestsException), so an agent co
 while a matching run was in progress. Each event is a few DynamoDB requests on the agent table. An agent who
 queues (logs in, ends a call) is new work for the Matcher when calls wait: AgentEvents wakes it itself, at once,
 unless a Matcher watches queue "calls" already (the wake-up handshake, taskqueue.handshake); the agent table's
-stream remains the backstop.
+stream remains the backstop. A hang-up writes the call in the queue table (one conditional UpdateItem).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from taskqueue.agents import AgentOutcome
 from taskqueue.describe import json_kind, shown
 from taskqueue.errors import InvalidAgentInput
 from taskqueue.handshake.producer import FAILED, WOKEN
+from taskqueue.hangup import HangUpOutcome, hang_up
 from taskqueue.services import MatcherServices
 
 logger = Logger()
@@ -42,6 +45,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "agentAvailable": ("agent",),
     "agentOffline": ("agentId",),
     "callEnded": ("agentId", "callId"),
+    "agentHeartbeat": ("agentId",),
+    "callerHungUp": ("callId",),
     "queueDepth": ("preferences",),
 }
 ACTIONS = tuple(FIELDS)
@@ -68,6 +73,8 @@ def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
     if unknown:
         raise InvalidAgentInput(f"unknown field(s) {unknown} in a {action} event; its fields: {['action', *FIELDS[action]]}")
     agents = svc.agents
+    if action == "callerHungUp":
+        return caller_hung_up(event.get("callId"), svc)
     if action == "agentAvailable":
         agent = event.get("agent")
         if not isinstance(agent, Mapping):
@@ -86,6 +93,9 @@ def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
         if call_id is not None and not isinstance(call_id, str):
             raise InvalidAgentInput(f"callId must be a string, got {shown(call_id)}")
         outcome = agents.call_ended(agent_id, call_id)
+    elif action == "agentHeartbeat":
+        agent_id = matching.validate_agent_id(event.get("agentId"))
+        outcome = agents.heartbeat(agent_id)
     else:  # queueDepth
         preferences = event.get("preferences")
         if preferences is not None and not isinstance(preferences, Mapping):
@@ -105,6 +115,19 @@ def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
         metrics.add_metric(name="WakeupsFailed", unit=MetricUnit.Count, value=1)
     logger.info("agent event", extra={"action": action, "agent_id": agent_id, "outcome": outcome.value, "wakeup": wakeup})
     return {"action": action, "agentId": agent_id, "outcome": outcome.value}
+
+
+def caller_hung_up(call_id: Any, svc: MatcherServices) -> dict[str, Any]:
+    """The caller left: their call is cancelled (never matched), or the answer says what had become of it."""
+    queue = svc.match_settings.queue
+    done = hang_up(svc.base.store, call_id, queue)
+    metrics.add_dimension(name="queue", value=queue)
+    metrics.add_metric(name="AgentEvents", unit=MetricUnit.Count, value=1)
+    if done.outcome is HangUpOutcome.HUNG_UP:
+        metrics.add_metric(name="CallsHungUp", unit=MetricUnit.Count, value=1)
+    logger.info("caller hung up", extra={"call_id": done.call_id, "outcome": done.outcome.value, "agent_id": done.agent_id})
+    answer: dict[str, Any] = {"action": "callerHungUp", "callId": done.call_id, "outcome": done.outcome.value}
+    return answer | ({"agentId": done.agent_id} if done.agent_id else {})
 
 
 @metrics.log_metrics(capture_cold_start_metric=True)

@@ -81,6 +81,7 @@ def emit_metrics(report: MatchReport) -> None:
         ("NoAgent", report.no_agent),
         ("MatchConflicts", report.conflicts),
         ("CallsDeadLettered", report.invalid),
+        ("AgentsTimedOut", report.timed_out),
         ("TasksShed", report.shed),
         ("TailCalls", int(report.work_remains)),
     ), "WaitTimeAtMatch", report.wait_times_ms)

@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
+from local.demo_defaults import CONCURRENCY
 from local.engine import REPO, Engine
 
-# Fast defaults: short runner, short budgets, a 0.3 s stream batching window, no schedules unless asked.
+# Fast defaults: short runner, short budgets, a 0.3 s stream batching window, no schedules unless asked; one
+# worker and one matcher at a time, as the demo runs (local/demo_defaults.py; the template reserves none).
 FAST = {
+    **CONCURRENCY,
     "FakeRunnerDurationSeconds": 0.3,
     "RunnerCapacity": 3,
     "TimeBudgetSeconds": 3,

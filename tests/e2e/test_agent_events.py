@@ -98,7 +98,7 @@ def test_an_agent_event_is_served_while_a_matcher_run_holds_the_matchers_only_sl
 
 def test_local_invoke_reports_a_429_clearly(template_copy, capsys):
     # Reserved concurrency 0 throttles every invocation, as on Lambda.
-    path = template_copy(lambda text: text.replace("ReservedConcurrentExecutions: !Ref MatcherConcurrency",
+    path = template_copy(lambda text: text.replace("ReservedConcurrentExecutions: !If [HasMatcherConcurrency, !Ref MatcherConcurrency, !Ref AWS::NoValue]",
                                                    "ReservedConcurrentExecutions: 0"))
     code = local_main(["invoke", "--template", str(path), "MatcherFunction", str(ROOT / "events" / "matcher-sns-wake.json")])
     out = capsys.readouterr()

@@ -40,7 +40,7 @@ def test_every_created_task_ends_success_failure_or_shed(start_engine):
 def test_overload_serves_newest_first_and_sheds_expired_tasks(start_engine):
     # 6 tasks/s arrive for a runner that does 2/s; tasks live 5 s.
     engine = start_engine(
-        {"CreateTasksScheduleRate": "rate(1 minute)", "CreateTasksCount": 6, "SafetyNetScheduleRate": "rate(5 minutes)",
+        {"CreateTasksScheduleState": "ENABLED", "CreateTasksScheduleRate": "rate(1 minute)", "CreateTasksCount": 6, "SafetyNetScheduleRate": "rate(5 minutes)",
          "RunnerCapacity": 2, "FakeRunnerDurationSeconds": 1, "DefaultTtlSeconds": 5, "TimeBudgetSeconds": 4},
         schedules=True, time_scale=1 / 60,
     )

@@ -8,6 +8,7 @@ import pytest
 
 from taskqueue.errors import InvalidAgentInput
 from taskqueue.matching import MatchSettings, ProfileTooLarge
+from taskqueue.model import new_tasks, parse_create_request
 from taskqueue.services import MatcherServices
 from tests.agent_support import AGENT_TABLE, agent_table  # noqa: F401 (fixture)
 from tests.support import LambdaContextStub, emitted, load_event, load_function, metric_totals
@@ -37,8 +38,19 @@ def test_event_files_drive_the_agent_lifecycle(msvc):
     assert invoke(load_event("agent_events-agent-available.json"), msvc)["outcome"] == "already-queued"
     assert invoke(load_event("agent_events-queue-depth.json"), msvc) == {"queueKey": "Q#gender=f#language=fr", "depth": 1}
     assert invoke(load_event("agent_events-call-ended.json"), msvc)["outcome"] == "already-queued"
+    assert invoke(load_event("agent_events-agent-heartbeat.json"), msvc)["outcome"] == "seen"
     assert invoke(load_event("agent_events-agent-offline.json"), msvc)["outcome"] == "offline"
+    assert invoke(load_event("agent_events-agent-heartbeat.json"), msvc)["outcome"] == "already-offline"
     assert invoke(load_event("agent_events-queue-depth.json"), msvc)["depth"] == 0
+
+
+def test_the_caller_hung_up_event_file_cancels_its_waiting_call(msvc, store, clock):
+    event = load_event("agent_events-caller-hung-up.json")
+    request = parse_create_request({"queue": "calls", "taskIds": [event["callId"]], "payload": {"preferences": {}}},
+                                   store.settings)
+    store.put_tasks(new_tasks(request, clock.now_ms(), store.settings), idempotent=True)
+    assert invoke(event, msvc) == {"action": "callerHungUp", "callId": event["callId"], "outcome": "hung-up"}
+    assert invoke(event, msvc)["outcome"] == "already-hung-up"
 
 
 def test_each_agent_event_counts_one_agent_events_metric(msvc, capsys):

@@ -40,7 +40,10 @@ def test_put_available_twice_is_idempotent_and_keeps_the_agents_place(agents, ag
     before = all_items(agent_table)
     clock.advance(5)
     assert agents.put_available(profile("ana", ["fr"])) is AgentOutcome.ALREADY_QUEUED
-    assert sorted(map(str, all_items(agent_table))) == sorted(map(str, before))
+    # Nothing changed but the sign of life: the agent item's lastSeen (its entries keep their place).
+    seen = [dict(item, lastSeen=None) for item in all_items(agent_table)]
+    assert sorted(map(str, seen)) == sorted(map(str, [dict(item, lastSeen=None) for item in before]))
+    assert agents.get("ana").last_seen_ms == clock.now_ms() and agents.get("ana").available_ms == clock.now_ms() - 5000
 
 
 def test_profile_change_while_queued_replaces_entries_and_keeps_the_place(agents, agent_table, clock):

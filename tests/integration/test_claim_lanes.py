@@ -2,11 +2,13 @@
 moto server (one request lock: conditional writes are atomic, as in DynamoDB; plain moto is not).
 
 Each worker is a thread with its own client running Worker invocations one after another (the real claim loop),
-as ProcessTasks invocations with reserved concurrency 8 do.
+as ProcessTasks invocations with reserved concurrency 8 do - or, without reserved concurrency (the template's
+default), as many invocations as wake-ups arrive.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -15,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from local.engine import REPO
+from local.template import Template
 from taskqueue.clock import SystemClock
 from taskqueue.errors import ConfigError
 from taskqueue.keys import Order
@@ -62,10 +66,14 @@ def new_queue(server: SerializedMoto, **settings: Any) -> Settings:
 
 
 def run_workers(
-    server: SerializedMoto, settings: Settings, runner: Callable[[Task], Any], claims: dict[str, tuple[float, float]]
+    server: SerializedMoto,
+    settings: Settings,
+    runner: Callable[[Task], Any],
+    claims: dict[str, tuple[float, float]],
+    workers: int = WORKERS,
 ) -> list[Any]:
-    """``WORKERS`` threads, each invoking the worker again while it reports work left (a tail call)."""
-    barrier = threading.Barrier(WORKERS)
+    """``workers`` threads, each invoking the worker again while it reports work left (a tail call)."""
+    barrier = threading.Barrier(workers)
     reports: list[Any] = []
     lock = threading.Lock()
 
@@ -81,7 +89,7 @@ def run_workers(
             if not report.work_remains:
                 return
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(WORKERS)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(workers)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -142,6 +150,50 @@ def test_the_queue_wide_running_limit_holds_across_eight_workers(server):
     # worker's 3 ran together, so the limit is the queue's, not a worker's).
     assert CAPACITY < most <= limit, f"{most} tasks ran at once (limit {limit})"
     assert store.control("work").slots_held == 0  # every slot given back
+
+
+def unreserved_worker_settings(server: SerializedMoto) -> Settings:
+    """ProcessTasks' settings as the template gives them with its defaults: no reserved concurrency, so any number
+    of workers may run at once (one per wake-up), CLAIM_LANES from ProcessTasksClaimLanes, RUNNING_LIMIT empty."""
+    template = Template(REPO / "template.yaml")
+    for logical in template.of_type("AWS::DynamoDB::Table"):
+        template.resolver.attrs[f"{logical}.StreamArn"] = f"arn:aws:dynamodb:us-east-1:123456789012:table/{logical}/stream/x"
+    spec = template.functions()["ProcessTasksFunction"]
+    assert spec.reserved_concurrency is None
+    table = f"lanes-{uuid.uuid4().hex[:8]}"
+    create_queue_table(server.client(), table)
+    settings = Settings.from_env({**spec.environment, "QUEUE_TABLE_NAME": table, "RETRY_BASE_SECONDS": "0"})
+    return dataclasses.replace(settings, runner_capacity=CAPACITY)
+
+
+def test_without_reserved_concurrency_more_workers_than_lanes_still_hold_the_running_limit(server):
+    """No reservation (the template's default): nothing stops twelve workers running at once. The running limit
+    (RUNNER_CAPACITY, the legacy system's limit, since CLAIM_LANES > 1) still holds across all of them; the workers
+    beyond the lanes claim in plain order, and every task runs exactly once."""
+    settings = unreserved_worker_settings(server)
+    workers = settings.claim_lanes + 2
+    assert settings.claim_lanes == 10 and settings.running_limit_of("work") == CAPACITY
+    store = TaskStore(server.client(), settings)
+    store.put_tasks(make_tasks(settings, SystemClock().now_ms(), count=60))
+    running = most = 0
+    runs: list[str] = []
+    lock = threading.Lock()
+
+    def legacy_system(task: Task) -> None:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            runs.append(task.task_id)
+        time.sleep(0.2)
+        with lock:
+            running -= 1
+
+    reports = run_workers(server, settings, legacy_system, {}, workers=workers)
+    assert sum(r.succeeded for r in reports) == 60 and len(runs) == len(set(runs)) == 60
+    assert most <= CAPACITY, f"{most} tasks ran at once (the legacy system takes {CAPACITY})"
+    assert len(reports) >= workers  # every worker ran at least once: more at once than there are lanes
+    assert store.control("work").slots_held == 0
 
 
 def test_several_workers_hold_the_runners_capacity_for_the_queue_unless_told_otherwise():

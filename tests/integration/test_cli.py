@@ -183,7 +183,12 @@ def test_redrive_all_dead_letters_of_a_queue(cli, dynamodb, topics):
         dead.append(task_id)
     as_json(cli, "create", "--queue", "calls", "--max-attempts", "1")
     store.fail(store.claim(store.candidates("calls", 1)[0], "w"), "w", "boom")
-    assert [t["taskId"] for t in as_json(cli, "list", "--state", "FAILURE", "--queue", "work")["tasks"]] != []
+    listed = as_json(cli, "list", "--state", "FAILURE", "--queue", "work")["tasks"]
+    assert sorted(t["taskId"] for t in listed) == sorted(dead)
+    # Kept for DeadLetterRetentionSeconds (14 days), and the listing says until when.
+    task = store.get(dead[0])
+    assert task.delete_at - task.updated_ms // 1000 == 14 * 86400
+    assert as_json(cli, "show", dead[0])["keptUntil"] is not None
     status, out, _ = cli("redrive", "--all", "--queue", "work")  # no topic known: says so, still redrives
     assert status == 0 and out.count("redriven ") == 3 and "safety-net schedule will wake" in out
     assert sorted(c.task_id for c in store.candidates("work", 10)) == sorted(dead)

@@ -130,6 +130,8 @@ def a_day_of_handlers(services, agent_table, store, clock, monkeypatch, capsys) 
     legacy = FailsFirst()
     monkeypatch.setattr(process_tasks, "runner", lambda: legacy)
     invoke(process_tasks, wake_event("work"), services, monkeypatch)
+    # Ana has waited longer than AgentTimeoutSeconds: the contact center says she is still there.
+    invoke(agent_events, {"action": "agentHeartbeat", "agentId": "ana"}, msvc, monkeypatch)
     invoke(matcher, load_event("matcher-sns-wake.json"), msvc, monkeypatch)
     return capsys.readouterr().out
 

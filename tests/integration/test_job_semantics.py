@@ -181,3 +181,40 @@ def test_lease_boundary_owner_may_finish_only_while_the_lease_holds(store, clock
     task = store.claim(store.candidates("work", 1)[0], "w1")
     clock.advance(store.settings.lease_seconds - lease_left)
     assert store.complete(task, "w1") is bool(lease_left)
+
+
+
+def test_dead_letters_are_kept_for_the_dead_letter_retention_and_successes_for_the_retention(store, clock):
+    """What failed on Friday is still there on Monday: FAILURE and CANCELLED tasks get deleteAt = now +
+    DEAD_LETTER_RETENTION_SECONDS (14 days), SUCCESS and SHED keep RETENTION_SECONDS (1 day)."""
+    settings = store.settings
+    assert (settings.retention_seconds, settings.dead_letter_retention_seconds) == (86400, 14 * 86400)
+    day, fortnight = 86400, 14 * 86400
+
+    def claimed(**body: Any):
+        task_id = create(store, clock, **body)
+        (candidate,) = [c for c in store.candidates("work", 100) if c.task_id == task_id]
+        return store.claim(candidate, "w1")
+
+    failed, succeeded = claimed(), claimed()
+    assert store.fail(failed, "w1", "legacy down") and store.complete(succeeded, "w1")
+    cancelled = create(store, clock)
+    store.cancel(cancelled)
+    now_s = clock.now_ms() // 1000
+    assert store.get(failed.task_id).delete_at == now_s + fortnight
+    assert store.get(cancelled).delete_at == now_s + fortnight
+    assert store.get(succeeded.task_id).delete_at == now_s + day
+    # Shed by a reader: not a dead letter.
+    shed = create(store, clock, ttlSeconds=5)
+    clock.advance(6)
+    assert store.candidates("work", 10) == [] and store.get(shed).status is TaskStatus.SHED
+    assert store.get(shed).delete_at == clock.now_ms() // 1000 + day
+    # A lease that passes on the task's last attempt: the recovery dead-letters it, kept as long.
+    last = claimed(maxAttempts=1)
+    clock.advance(settings.lease_seconds + 1)
+    assert store.recover_lease(last.task_id, None) is TaskStatus.FAILURE
+    assert store.get(last.task_id).delete_at == clock.now_ms() // 1000 + fortnight
+    # Listed and redriven as before (taskq list --state FAILURE / CANCELLED, taskq redrive).
+    assert set(store.dead_letters("work")) == {failed.task_id, last.task_id}
+    assert store.dead_letters("work", TaskStatus.CANCELLED) == [cancelled]
+    assert store.redrive(cancelled).status is TaskStatus.PENDING

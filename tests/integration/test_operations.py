@@ -108,7 +108,8 @@ def test_cancel_leaves_the_ready_index_and_enters_the_cancelled_partition(store,
     clock.advance(5)
     cancelled = store.cancel(task_id)
     assert cancelled.status is TaskStatus.CANCELLED
-    assert cancelled.delete_at == clock.now_ms() // 1000 + store.settings.retention_seconds
+    # A dead letter: kept for the dead-letter retention (14 days), not the 1 day of a success.
+    assert cancelled.delete_at == clock.now_ms() // 1000 + store.settings.dead_letter_retention_seconds
     item = raw(dynamodb, store, task_id)
     assert "readyKey" not in item and "readySort" not in item and "notBefore" not in item
     assert item["statusKey"]["S"] == "work#CANCELLED#0" and item["statusSort"]["N"] == str(clock.now_ms())

@@ -344,6 +344,9 @@ class World:
         return {name: self._resolve(value) for name, value in variables.items()}
 
     def _resolve(self, value: Any) -> str:
+        if isinstance(value, dict) and "Fn::If" in value:  # e.g. CLAIM_LANES: the reserved concurrency, if any
+            condition, if_true, if_false = value["Fn::If"]
+            return self._resolve(if_true if self._holds(template()["Conditions"][condition]) else if_false)
         if isinstance(value, dict) and "Ref" in value:
             ref = value["Ref"]
             if ref in self.physical:
@@ -353,6 +356,13 @@ class World:
             return str(parameter["Default"])
         assert not isinstance(value, (dict, list)), f"cannot resolve {value!r} for the test"
         return str(value).lower() if isinstance(value, bool) else str(value)
+
+    def _holds(self, condition: Any) -> bool:
+        """A template condition with the parameters' defaults (Fn::Not, Fn::Equals of Refs and literals)."""
+        if "Fn::Not" in condition:
+            return not self._holds(condition["Fn::Not"][0])
+        left, right = condition["Fn::Equals"]
+        return self._resolve(left) == self._resolve(right)
 
     def use_environment(self, function: str, **overrides: str) -> None:
         for name, value in (self.environment(function) | overrides).items():
@@ -539,6 +549,16 @@ def run_agent_events(world: World) -> None:
     assert world.invoke(app, load_event("agent_events-call-ended.json"))["outcome"] == "already-offline"
     world.invoke(app, {"action": "agentOffline", "agentId": "nobody"}, expect=AgentNotFound)
     world.invoke(app, {"action": "dance"}, expect=InvalidAgentInput)
+    # Presence: a heartbeat of a queued agent; of an agent gone offline.
+    assert world.invoke(app, {"action": "agentHeartbeat", "agentId": "busy-1"})["outcome"] == "seen"
+    assert world.invoke(app, {"action": "agentHeartbeat", "agentId": "agent-0042"})["outcome"] == "already-offline"
+    # A caller hangs up: the waiting call is cancelled (GetItem + UpdateItem on the queue table); a repeat says so.
+    waiting = seed(store, queue="calls")
+    hung_up = {"action": "callerHungUp", "callId": waiting.task_id}
+    assert world.invoke(app, hung_up)["outcome"] == "hung-up"
+    assert world.invoke(app, hung_up)["outcome"] == "already-hung-up"
+    assert world.invoke(app, {"action": "callerHungUp", "callId": call.task_id}) == {
+        "action": "callerHungUp", "callId": call.task_id, "outcome": "already-matched", "agentId": "busy-1"}
 
 
 SCENARIOS = {

@@ -53,10 +53,20 @@ def test_the_bad_input_example_is_refused_by_both_validators(name):
         schema.check_create_tasks_input(event)
 
 
-def test_the_template_schedule_input_fits_the_published_schema():
+@pytest.mark.parametrize("overrides", [{}, {"CreateTasksScheduleTtlSeconds": "86400",
+                                           "CreateTasksSchedulePayload": '{"report": "daily", "to": ["ops"]}',
+                                           "CreateTasksSchedulePriority": 999, "CreateTasksCount": 1000}])
+def test_the_template_schedule_input_fits_the_published_schema(overrides):
     template_input = TPL["Resources"]["CreateTasksFunction"]["Properties"]["Events"]["Schedule"]["Properties"]["Input"]
-    text = template_input["Fn::Sub"].replace("${CreateTasksCount}", str(TPL["Parameters"]["CreateTasksCount"]["Default"]))
-    jsonschema.Draft7Validator(schema.CREATE_TASKS_SCHEMA).validate(json.loads(text))
+    text, variables = template_input["Fn::Sub"]
+    values = {name: str(overrides.get(name, spec.get("Default", ""))) for name, spec in TPL["Parameters"].items()}
+    ttl_condition, ttl_given, ttl_default = variables["TtlSeconds"]["Fn::If"]
+    assert ttl_condition == "HasScheduleTtl"
+    values["TtlSeconds"] = values[ttl_given["Ref"]] or values[ttl_default["Ref"]]
+    request = json.loads(re.sub(r"\$\{(\w+)\}", lambda m: values[m.group(1)], text))
+    jsonschema.Draft7Validator(schema.CREATE_TASKS_SCHEMA).validate(request)
+    schema.check_create_tasks_input(request)
+    assert request["queue"] == "work" and request["ttlSeconds"] == int(overrides.get("CreateTasksScheduleTtlSeconds", 3600))
 
 
 def test_the_schemas_limits_are_the_models():

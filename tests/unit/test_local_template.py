@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,13 +75,22 @@ def test_the_project_template_resolves_with_overrides_and_globals():
     assert process.environment["TRIGGER_TOPIC_ARN"].startswith("arn:aws:sns:")  # Ref to a topic: its ARN
     assert process.environment["TASK_RUNNER"] == "taskqueue.runner:fake_legacy_system"  # function's own variables merged
     assert process.environment["POWERTOOLS_SERVICE_NAME"] == "taskqueue"
-    assert process.reserved_concurrency == 1 and process.timeout == 180
+    # No reserved concurrency unless asked (a new account's small quota); claim lanes and the running limit still hold.
+    assert process.reserved_concurrency is None and process.timeout == 180
+    assert process.environment["CLAIM_LANES"] == "10" and process.environment["RUNNING_LIMIT"] == ""
+    reserving = Template(REPO / "template.yaml", {"ProcessTasksConcurrency": 2})
+    for logical in reserving.of_type("AWS::DynamoDB::Table"):
+        reserving.resolver.attrs[f"{logical}.StreamArn"] = f"arn:aws:dynamodb:us-east-1:123456789012:table/{logical}/stream/now"
+    reserved = reserving.functions()["ProcessTasksFunction"]
+    assert reserved.reserved_concurrency == 2 and reserved.environment["CLAIM_LANES"] == "2"
     # Wake-ups expire after 5 minutes and are dropped, not parked in FailedEventsQueue (no destination).
     for worker in (process, fns["MatcherFunction"]):
         assert (worker.max_retry_attempts, worker.max_event_age_seconds, worker.on_failure) == (1, 300, None)
     assert process.layer_dirs == [REPO / "layers" / "taskqueue", REPO / "runner"]  # Globals' layer first, as SAM does
     assert process.code_dir == REPO / "functions" / "process_tasks"
-    assert fns["CreateTasksFunction"].events["Schedule"]["Properties"]["Input"] == '{"queue": "work", "count": 4}'
+    schedule = fns["CreateTasksFunction"].events["Schedule"]["Properties"]
+    assert schedule["State"] == "DISABLED"  # nothing is created unless asked
+    assert json.loads(schedule["Input"]) == {"queue": "work", "count": 4, "priority": 0, "ttlSeconds": 3600, "payload": {}}
     stream = fns["TriggerFunction"].events["QueueStream"]["Properties"]
     assert stream["Stream"].endswith("/QueueTable/stream/now")
     assert fns["TriggerFunction"].timeout == 30  # from Globals

@@ -11,6 +11,8 @@ from taskqueue.keys import Order
 from taskqueue.matching import (
     ANY,
     MAX_ENTRIES_PER_AGENT,
+    IdleAgent,
+    IdlePool,
     MatchSettings,
     ProfileTooLarge,
     call_queue_key,
@@ -19,6 +21,7 @@ from taskqueue.matching import (
     combinations,
     entry_keys,
     entry_sort,
+    everyone_key,
     parse_entry_sort,
     parse_profile,
     preferences_key,
@@ -165,3 +168,64 @@ def test_bad_match_settings_name_the_variable(env, name):
 
 def test_wildcard_is_the_reserved_any_value():
     assert ANY == "*"
+
+
+# ---- which waiting calls a pass can match (IdlePool) ---------------------------------------------------------
+
+def idle(agent_id: str, since: int, languages, genders) -> IdleAgent:
+    return IdleAgent(entry_sort(since, agent_id), agent_id, frozenset(entry_keys(agent(languages, genders, agent_id))))
+
+
+def greedy(calls: list[str], agents: list[IdleAgent], order: Order) -> list[tuple[int, str]]:
+    """The match rule, one call after another in FIFO order: the call gets the head of its queue among the agents
+    still idle (longest waiting for FIFO, most recent for LIFO). (call index, agent id) for each call matched."""
+    left = sorted(agents, key=lambda a: a.sort, reverse=order is Order.LIFO)
+    matched = []
+    for index, key in enumerate(calls):
+        head = next((a for a in left if key in a.keys), None)
+        if head is not None:
+            left.remove(head)
+            matched.append((index, head.agent_id))
+    return matched
+
+
+LANGS = ["en", "fr", "de"]
+call_keys = st.lists(st.builds(lambda lang, gender: preferences_key({"language": lang, "gender": gender}, ATTRS),
+                               st.sampled_from([None, *LANGS]), st.sampled_from([None, "f", "m"])), max_size=40)
+idle_agents = st.lists(
+    st.tuples(st.integers(0, 50), st.lists(st.sampled_from(LANGS), max_size=2, unique=True),
+              st.lists(st.sampled_from(["f", "m"]), max_size=1, unique=True)),
+    max_size=8,
+).map(lambda specs: [idle(f"a{i}", since, langs, genders) for i, (since, langs, genders) in enumerate(specs)])
+
+
+@given(call_keys, idle_agents, st.sampled_from(list(Order)))
+def test_the_pool_picks_exactly_the_calls_the_matches_will_take_in_fifo_order(calls, agents, order):
+    pool = IdlePool(agents, order)
+    taken = [(i, got.agent_id) for i, key in enumerate(calls) if (got := pool.take(key)) is not None]
+    assert taken == greedy(calls, agents, order)
+    # FIFO among the calls an agent fits: the calls taken keep their order, and a call left out had no idle agent
+    # of its combination when its turn came (every later call of that combination is left out too).
+    assert pool.empty == (len(taken) == len({a.agent_id for a in agents}))
+
+
+def test_a_call_deep_in_the_queue_gets_the_idle_agent_no_earlier_call_fits():
+    agents = [idle("ana", 10, ["fr"], ["f"])]
+    calls = [preferences_key({"language": "de"}, ATTRS)] * 1499 + [preferences_key({"language": "fr"}, ATTRS)]
+    pool = IdlePool(agents)
+    assert [i for i, key in enumerate(calls) if pool.take(key)] == [1499] and pool.empty
+
+
+def test_the_everyone_key_is_among_every_agents_entries():
+    assert everyone_key(ATTRS) == "Q#gender=*#language=*"
+    assert everyone_key(ATTRS) in entry_keys(agent([], []))
+    assert everyone_key(ATTRS) in entry_keys(agent(["en", "fr"], ["m"]))
+
+
+def test_agent_timeout_settings():
+    assert MatchSettings(agent_table_name="t").agent_timeout_seconds == 120
+    assert MatchSettings(agent_table_name="t").seen_since_ms(1_000_000) == 1_000_000 - 120_000
+    assert MatchSettings(agent_table_name="t", agent_timeout_seconds=0).seen_since_ms(1_000_000) is None
+    assert MatchSettings.from_env({"AGENT_TABLE_NAME": "t", "AGENT_TIMEOUT_SECONDS": "30"}).agent_timeout_seconds == 30
+    with pytest.raises(ConfigError, match="AGENT_TIMEOUT_SECONDS='-1' is not valid"):
+        MatchSettings.from_env({"AGENT_TABLE_NAME": "t", "AGENT_TIMEOUT_SECONDS": "-1"})

@@ -10,6 +10,7 @@ LEGAL = {
     ("TAKEN", "SUCCESS"), ("TAKEN", "FAILURE"), ("TAKEN", "PENDING"),
     ("FAILURE", "PENDING"), ("CANCELLED", "PENDING"),
     ("PENDING", "SHED"), ("TAKEN", "TAKEN"),
+    ("TAKEN", "CANCELLED"),  # a caller hung up while a matcher held the call (taskqueue.hangup)
 }
 
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from taskqueue import keys
+from taskqueue.model import MAX_TASKS_PER_REQUEST
 from taskqueue.settings import Settings
 from tests.support import ROOT, template
 
@@ -107,7 +109,20 @@ def test_trigger_tail_calls_and_safety_net():
     assert 180 <= config["MaximumEventAgeInSeconds"] <= 900
 
 
-def test_workers_subscribe_with_queue_filter_policies_and_reserved_concurrency():
+def optional_reservation(function: str, parameter: str) -> None:
+    """The function's reserved concurrency is the parameter when it is set, and none (not 0) when it is empty."""
+    props = RES[function]["Properties"]
+    condition = f"Has{parameter}"
+    assert props["ReservedConcurrentExecutions"] == {"Fn::If": [condition, {"Ref": parameter}, {"Ref": "AWS::NoValue"}]}
+    assert TPL["Conditions"][condition] == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, ""]}]}
+    spec = TPL["Parameters"][parameter]
+    assert spec["Type"] == "String" and spec["Default"] == "", f"{parameter} must default to no reservation"
+    pattern = re.compile(spec["AllowedPattern"])
+    assert pattern.fullmatch("") and pattern.fullmatch("1") and pattern.fullmatch("10")
+    assert not pattern.fullmatch("0") and not pattern.fullmatch("-1") and not pattern.fullmatch("x")
+
+
+def test_workers_subscribe_with_queue_filter_policies_and_reserve_no_concurrency_unless_asked():
     for function, queue, concurrency in (
         ("ProcessTasksFunction", "work", "ProcessTasksConcurrency"),
         ("MatcherFunction", "calls", "MatcherConcurrency"),
@@ -116,9 +131,20 @@ def test_workers_subscribe_with_queue_filter_policies_and_reserved_concurrency()
         wake = props["Events"]["Wake"]["Properties"]
         assert wake["Topic"] == {"Ref": "WorkerWakeUpTopic"}
         assert wake["FilterPolicy"] == {"queue": [queue]}
-        assert props["ReservedConcurrentExecutions"] == {"Ref": concurrency}
-        assert TPL["Parameters"][concurrency]["Default"] == 1
+        optional_reservation(function, concurrency)
+        # Claim lanes: the reservation when there is one, else the lanes parameter, at least 2 - so any number of
+        # workers may run and the running limit (RUNNER_CAPACITY by default once CLAIM_LANES > 1) still holds.
+        lanes = concurrency.replace("Concurrency", "ClaimLanes")
+        assert props["Environment"]["Variables"]["CLAIM_LANES"] == {
+            "Fn::If": [f"Has{concurrency}", {"Ref": concurrency}, {"Ref": lanes}]}
+        assert TPL["Parameters"][lanes]["MinValue"] >= 2
+        assert Settings(queue_table_name="t", claim_lanes=TPL["Parameters"][lanes]["MinValue"]).running_limit_of("work") == 3
+        # The reservation, when given, lies inside CLAIM_LANES's bounds.
+        assert re.compile(TPL["Parameters"][concurrency]["AllowedPattern"]).fullmatch("100")
+        assert not re.compile(TPL["Parameters"][concurrency]["AllowedPattern"]).fullmatch("101")
     process = RES["ProcessTasksFunction"]["Properties"]
+    assert process["Environment"]["Variables"]["RUNNING_LIMIT"] == {"Ref": "WorkRunningLimit"}
+    assert TPL["Parameters"]["WorkRunningLimit"]["Default"] == ""
     assert process["EventInvokeConfig"]["MaximumRetryAttempts"] == 1
     # The Lambda timeout leaves room after the default time budget for tasks in flight: by default, a task that
     # declares nothing (DefaultRunSeconds) claimed at the end of the budget still finishes (taskqueue/run_time.py).
@@ -135,6 +161,22 @@ def test_workers_subscribe_with_queue_filter_policies_and_reserved_concurrency()
     assert create["WORKER_TIMEOUT_SECONDS"] == {"Ref": "ProcessTasksTimeout"}
 
 
+def test_no_function_reserves_concurrency_by_default_so_a_new_account_can_deploy_the_stack():
+    """An account's unreserved concurrency may not fall below 100, and a new account's quota is often 10: any
+    reservation at all makes the stack fail to create there. The defaults reserve nothing."""
+    reserved = {}
+    for name, resource in RES.items():
+        if resource["Type"] == "AWS::Serverless::Function":
+            value = resource["Properties"].get("ReservedConcurrentExecutions")
+            if value is not None:
+                assert "Fn::If" in value, f"{name} always reserves concurrency ({value})"
+                _, if_set, _ = value["Fn::If"]
+                reserved[name] = TPL["Parameters"][if_set["Ref"]]["Default"]
+    assert set(reserved) == {"CreateTasksFunction", "ProcessTasksFunction", "MatcherFunction"}
+    assert all(default == "" for default in reserved.values()), reserved
+    optional_reservation("CreateTasksFunction", "CreateTasksConcurrency")
+
+
 def test_create_tasks_schedule_rate_and_state_are_parameters_with_valid_defaults():
     schedule = events("CreateTasksFunction")["Schedule"]["Properties"]
     assert schedule["Schedule"] == {"Ref": "CreateTasksScheduleRate"}
@@ -144,6 +186,67 @@ def test_create_tasks_schedule_rate_and_state_are_parameters_with_valid_defaults
     assert re.fullmatch(r"rate\((1 (minute|hour|day)|([2-9]|[1-9][0-9]+) (minutes|hours|days))\)", rate), rate
     state = TPL["Parameters"]["CreateTasksScheduleState"]
     assert set(state["AllowedValues"]) == {"ENABLED", "DISABLED"} and state["Default"] in state["AllowedValues"]
+
+
+def test_the_schedule_creates_nothing_unless_the_deployer_turns_it_on():
+    """A production stack must not put junk tasks into a real queue: in LIFO queue "work" they would be served
+    before older real work, whose tasks would then be shed."""
+    assert TPL["Parameters"]["CreateTasksScheduleState"]["Default"] == "DISABLED"
+
+
+def test_the_schedule_is_a_real_repeating_job_whose_input_the_deployer_chooses():
+    schedule = events("CreateTasksFunction")["Schedule"]["Properties"]
+    text, variables = schedule["Input"]["Fn::Sub"]
+    named = set(re.findall(r"\$\{(\w+)\}", text))
+    assert named == {"CreateTasksScheduleQueue", "CreateTasksCount", "CreateTasksSchedulePriority", "TtlSeconds",
+                     "CreateTasksSchedulePayload"}
+    assert variables == {"TtlSeconds": {"Fn::If": ["HasScheduleTtl", {"Ref": "CreateTasksScheduleTtlSeconds"},
+                                                    {"Ref": "DefaultTtlSeconds"}]}}
+    params = TPL["Parameters"]
+    # What the parameters admit is what CreateTasks admits (its JSON Schema and the model's rules).
+    assert re.compile(params["CreateTasksScheduleQueue"]["AllowedPattern"]).pattern == keys._QUEUE_NAME.pattern
+    assert (params["CreateTasksSchedulePriority"]["MinValue"], params["CreateTasksSchedulePriority"]["MaxValue"]) == (
+        keys.MIN_PRIORITY, keys.MAX_PRIORITY)
+    assert (params["CreateTasksCount"]["MinValue"], params["CreateTasksCount"]["MaxValue"]) == (1, MAX_TASKS_PER_REQUEST)
+    ttl = re.compile(params["CreateTasksScheduleTtlSeconds"]["AllowedPattern"])
+    assert ttl.fullmatch("") and ttl.fullmatch("60") and not ttl.fullmatch("0") and not ttl.fullmatch("1e3")
+    payload = re.compile(params["CreateTasksSchedulePayload"]["AllowedPattern"])
+    assert payload.fullmatch("{}") and payload.fullmatch('{"report": "daily"}') and not payload.fullmatch("[1]")
+
+
+def test_tables_are_retained_and_protected_from_deletion_by_default():
+    """sam delete, or a change that replaces a table, must not delete every task and agent."""
+    for table in ("QueueTable", "AgentTable"):
+        resource = RES[table]
+        # DynamoDB tables have no Snapshot deletion policy (CloudFormation offers it for RDS, EBS, Redshift...).
+        assert (resource["DeletionPolicy"], resource["UpdateReplacePolicy"]) == ("Retain", "Retain"), table
+        assert resource["Properties"]["DeletionProtectionEnabled"] == {"Fn::If": ["ProtectTables", True, False]}, table
+        assert resource["Properties"]["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert TPL["Conditions"]["ProtectTables"] == {"Fn::Equals": [{"Ref": "TableDeletionProtection"}, "true"]}
+    assert TPL["Parameters"]["TableDeletionProtection"]["Default"] == "true"
+    readme = (ROOT / "README.md").read_text()
+    assert "## Removing the stack" in readme and "--no-deletion-protection-enabled" in readme
+
+
+def test_dead_letters_are_kept_apart_from_successful_tasks():
+    env = TPL["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["DEAD_LETTER_RETENTION_SECONDS"] == {"Ref": "DeadLetterRetentionSeconds"}
+    assert env["RETENTION_SECONDS"] == {"Ref": "RetentionSeconds"}
+    assert TPL["Parameters"]["DeadLetterRetentionSeconds"]["Default"] == 14 * 86400
+    assert TPL["Parameters"]["RetentionSeconds"]["Default"] == 86400
+
+
+def test_stream_mappings_start_where_no_record_is_skipped():
+    """LATEST would skip every record written while a mapping is (re)created; TRIM_HORIZON reads from the oldest
+    record the stream keeps (24 h), and the record age bounds how far back a recreated mapping reads again."""
+    trigger = events("TriggerFunction")
+    for name in ("QueueStream", "AgentStream"):
+        props = trigger[name]["Properties"]
+        assert props["StartingPosition"] == "TRIM_HORIZON", name
+        assert props["MaximumRecordAgeInSeconds"] == {"Ref": "TriggerMaximumRecordAgeSeconds"}, name
+    age = TPL["Parameters"]["TriggerMaximumRecordAgeSeconds"]
+    # Lambda's range is 60..604800; the stream keeps records 24 h, so more than that means nothing.
+    assert 60 <= age["MinValue"] <= age["Default"] <= age["MaxValue"] <= 86400
 
 
 def test_worker_wakeups_expire_and_do_not_fill_the_failed_events_queue():
@@ -174,9 +277,8 @@ def test_create_tasks_scheduled_invocations_that_fail_land_in_the_failed_events_
     config = props["EventInvokeConfig"]
     assert config["DestinationConfig"]["OnFailure"] == {"Type": "SQS", "Destination": {"Fn::GetAtt": ["FailedEventsQueue", "Arn"]}}
     assert config["MaximumRetryAttempts"] == 2 and config["MaximumEventAgeInSeconds"] == 3600
-    # A producer with a cap: a runaway caller cannot take the account's concurrency or flood the table.
-    assert props["ReservedConcurrentExecutions"] == {"Ref": "CreateTasksConcurrency"}
-    assert TPL["Parameters"]["CreateTasksConcurrency"]["Default"] >= 1
+    # A producer's cap is the deployer's choice (none by default: a new account could not create the stack).
+    optional_reservation("CreateTasksFunction", "CreateTasksConcurrency")
     description = TPL["Outputs"]["FailedEventsQueueUrl"]["Description"]
     assert "CreateTasks" in description and "stream batches" in description and "taskq failed-events" in description
 
@@ -212,7 +314,7 @@ def test_every_skipped_checkov_check_says_why_and_is_in_the_security_docs():
     # The checks this project fixes instead of skipping.
     for fixed in ("CKV_AWS_27", "CKV_AWS_28", "CKV_AWS_26", "CKV_AWS_7"):
         assert not any(check == fixed for _, check in skips), fixed
-    assert ("CreateTasksFunction", "CKV_AWS_115") not in skips
+    assert ("CreateTasksFunction", "CKV_AWS_115") not in skips or "CreateTasksConcurrency" in skips["CreateTasksFunction", "CKV_AWS_115"]
 
 
 def refs_in(value) -> set[str]:
@@ -312,11 +414,14 @@ def test_agent_table_access_is_least_privilege_for_each_function():
         "dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     # Matching: the head of a queue (Query); the match transaction updates the agent and deletes its entries.
     assert agent_table_actions("MatcherFunction") == {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-    # On the queue table AgentEvents only does the wake-up handshake of queue "calls": it updates the queue's control
-    # item and looks for a waiting call in the ReadyIndex; no task item is read (no GetItem, no table Query).
+    # On the queue table AgentEvents writes a hung-up call (GetItem, UpdateItem of the call) and does the wake-up
+    # handshake of queue "calls" (UpdateItem of the queue's control item, a ReadyIndex query for a waiting call).
     queue_table = [st for p in RES["AgentEventsFunction"]["Properties"]["Policies"] for st in p.get("Statement", [])
                    if "QueueTable" in json.dumps(st["Resource"])]
-    assert sorted((st["Action"], json.dumps(st["Resource"])) for st in queue_table) == [
+    actions = sorted((a, json.dumps(st["Resource"])) for st in queue_table
+                     for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]))
+    assert actions == [
+        ("dynamodb:GetItem", json.dumps({"Fn::GetAtt": ["QueueTable", "Arn"]})),
         ("dynamodb:Query", json.dumps({"Fn::Sub": "${QueueTable.Arn}/index/ReadyIndex"})),
         ("dynamodb:UpdateItem", json.dumps({"Fn::GetAtt": ["QueueTable", "Arn"]})),
     ]

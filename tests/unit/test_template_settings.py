@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
-from taskqueue.settings import BOUNDS
+from taskqueue.matching import MATCH_BOUNDS
+from taskqueue.settings import BOUNDS as CORE_BOUNDS
 from tests.support import template
 
+# Every numeric variable's bounds: the queue core's (settings.BOUNDS) and the Matcher's (matching.MATCH_BOUNDS).
+BOUNDS = {**CORE_BOUNDS, **MATCH_BOUNDS}
 TPL = template()
 PARAMETERS: dict[str, dict[str, Any]] = TPL["Parameters"]
 FUNCTIONS = {name: r for name, r in TPL["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
@@ -38,7 +41,7 @@ def number_parameters_fed() -> list[tuple[str, str, str]]:
 def range_problems(parameter: str, spec: Mapping[str, Any], variable: str) -> list[str]:
     """What is wrong with a Number parameter's range for the variable it feeds (empty: nothing)."""
     if variable not in BOUNDS:
-        return [f"{parameter} feeds {variable}, which has no bounds in taskqueue.settings.BOUNDS"]
+        return [f"{parameter} feeds {variable}, which has no bounds in taskqueue.settings.BOUNDS or matching.MATCH_BOUNDS"]
     low, high = BOUNDS[variable]
     problems = []
     for field in ("MinValue", "MaxValue"):

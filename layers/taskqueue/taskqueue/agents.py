@@ -1,10 +1,5 @@
-"""The agent table's one adapter: agent profiles, their queue entries, and the match transaction (the queue
-table's is ``taskqueue.store``).
-
-Items of the agent table (composite key ``pk``/``sk``; see docs/matcher.md):
-
-    pk = "AGENT#<agentId>"          sk = "PROFILE"                          the agent (one per agent)
-    pk = "Q#gender=f#language=fr"   sk = "<available ms, 15 digits>#<agentId>"  one queue entry per combination
+"""The agent table's one adapter: agent profiles, their queue entries, presence (heartbeats, timeouts) and the
+match transaction (the queue table's is ``taskqueue.store``; the items' layout is ``taskqueue.agent_items``).
 
 Every write that changes an agent is one TransactWriteItems whose conditions are on the items it writes:
 the agent item (its status and per-agent ``version``) and the agent's own entries. Nothing is shared between
@@ -12,12 +7,11 @@ agents (no queue-version or counter item), so operations on different agents nev
 condition is a domain outcome, never an exception; other ``ClientError`` codes become ``AgentStoreError``.
 
 This module is over 400 lines: it is the agent table's one adapter, and its operations share one transaction
-helper (``_transact``) and the item mapping at the end; splitting them would spread one item layout over files.
+helper (``_transact``) and the entry deletes; splitting them would spread one table's writes over files.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -26,20 +20,41 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from taskqueue import dynamo, matching
+from taskqueue.agent_items import (
+    ENTITY_AGENT,
+    ENTITY_ENTRY,
+    OFFLINE_TIMED_OUT,
+    Agent,
+    AgentStatus,
+    AttributeValue,
+    QueueHead,
+    agent_from_item,
+    agent_item,
+    entry_item,
+    head_from_item,
+    idle_from_item,
+    string_list,
+)
 from taskqueue.clock import Clock, SystemClock
-from taskqueue.dynamo import count_all, make_client
+from taskqueue.dynamo import ConditionLost, count_all, make_client
 from taskqueue.errors import TaskQueueError
 from taskqueue.keys import Order
-from taskqueue.matching import AgentProfile, MatchSettings
+from taskqueue.matching import AgentProfile, IdleAgent, MatchSettings
 from taskqueue.model import Task
 from taskqueue.store import TaskStore
 
-ENTITY_AGENT = "agent"
-ENTITY_ENTRY = "entry"
+__all__ = [
+    "ENTITY_AGENT", "ENTITY_ENTRY", "Agent", "AgentNotFound", "AgentOutcome", "AgentStatus", "AgentStore",
+    "AgentStoreError", "AttributeValue", "MatchOutcome", "MatchResult", "QueueHead", "agent_from_item", "agent_item",
+    "entry_item", "head_from_item",
+]
+
 # Re-reads after a lost race on one agent operation (another event for the same agent won).
 _AGENT_OP_ATTEMPTS = 5
 
-AttributeValue = dict[str, Any]
+
+# An agent item not seen since :cutoff (epoch ms). Agents queued before lastSeen existed count from ``updated``.
+_NOT_SEEN_SINCE = "(lastSeen <= :cutoff OR (attribute_not_exists(lastSeen) AND updated <= :cutoff))"
 
 
 class AgentStoreError(TaskQueueError):
@@ -50,12 +65,6 @@ class AgentNotFound(TaskQueueError):
     """No agent has this id (never made available)."""
 
 
-class AgentStatus(StrEnum):
-    OFFLINE = "offline"
-    QUEUED = "queued"  # in every queue of its combinations, waiting for a call
-    BUSY = "busy"  # on a call
-
-
 class AgentOutcome(StrEnum):
     QUEUED = "queued"  # the agent was put in its queues now
     ALREADY_QUEUED = "already-queued"  # idempotent repeat: nothing changed
@@ -64,43 +73,14 @@ class AgentOutcome(StrEnum):
     OFFLINE = "offline"  # the agent left every queue now
     ALREADY_OFFLINE = "already-offline"
     STALE = "stale"  # call-ended for a call the agent is not on
+    SEEN = "seen"  # a heartbeat of a queued or busy agent: it stays matchable
+    TIMED_OUT = "timed-out"  # offline because it was not seen for AGENT_TIMEOUT_SECONDS: send agentAvailable
 
 
 class MatchOutcome(StrEnum):
     MATCHED = "matched"
     AGENT_TAKEN = "agent-taken"  # the agent's items changed (another matcher, offline): try the next head
     CALL_LOST = "call-lost"  # the call is no longer ours (lease passed): give it up
-
-
-@dataclass(frozen=True)
-class Agent:
-    agent_id: str
-    name: str
-    attributes: Mapping[str, tuple[str, ...]]
-    status: AgentStatus
-    version: int
-    updated_ms: int
-    available_ms: int | None = None
-    queue_sort: str | None = None
-    entries: tuple[str, ...] = ()
-    busy_with: str | None = None
-    busy_since_ms: int | None = None
-
-    @property
-    def profile(self) -> AgentProfile:
-        return AgentProfile(self.agent_id, self.name, self.attributes)
-
-
-@dataclass(frozen=True)
-class QueueHead:
-    """The first entry of one agent queue: who would be matched next, and every entry to delete then."""
-
-    queue_key: str
-    sort: str
-    agent_id: str
-    name: str
-    available_ms: int
-    entries: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -204,7 +184,10 @@ class AgentStore:
                 return AgentOutcome.STILL_BUSY
             if current is not None and current.status is AgentStatus.QUEUED:
                 if current.profile == profile:
-                    return AgentOutcome.ALREADY_QUEUED
+                    # Nothing to change but a sign of life: the agent was seen now.
+                    if self._seen(profile.agent_id) is not None:
+                        return AgentOutcome.ALREADY_QUEUED
+                    continue
                 if self._enqueue(profile, current, current.available_ms or self._clock.now_ms()):
                     return AgentOutcome.REQUEUED
                 continue
@@ -257,6 +240,93 @@ class AgentStore:
                 return AgentOutcome.OFFLINE
         raise AgentStoreError(f"agent {agent_id!r} kept changing under offline; retry the event")
 
+    # ---- presence: heartbeats and timeouts --------------------------------------------------------
+
+    def heartbeat(self, agent_id: str) -> AgentOutcome:
+        """The contact center still speaks for the agent: ``lastSeen`` = now (one conditional UpdateItem on the agent
+        item, no entry written). Queued or busy: ``seen``. Offline: ``timed-out`` if the Matcher took it offline for
+        not being seen, else ``already-offline`` (either way, send agentAvailable to queue it again)."""
+        for _ in range(_AGENT_OP_ATTEMPTS):
+            if self._seen(agent_id) is not None:
+                return AgentOutcome.SEEN
+            current = self.get(agent_id)
+            if current.status is AgentStatus.OFFLINE:
+                return AgentOutcome.TIMED_OUT if current.offline_reason == OFFLINE_TIMED_OUT else AgentOutcome.ALREADY_OFFLINE
+        raise AgentStoreError(f"agent {agent_id!r} kept changing under heartbeat; retry the event")
+
+    def _seen(self, agent_id: str) -> int | None:
+        """``lastSeen`` = now on a queued or busy agent; the time written, or ``None`` if the agent is offline,
+        unknown, or inside another transaction (the caller reads it again)."""
+        now = self._clock.now_ms()
+        try:
+            self._call(
+                "update_item",
+                TableName=self._table,
+                Key=matching.agent_key(agent_id),
+                UpdateExpression="SET lastSeen = :now",
+                ConditionExpression="agentStatus IN (:queued, :busy)",
+                ExpressionAttributeValues={
+                    ":now": {"N": str(now)},
+                    ":queued": {"S": AgentStatus.QUEUED.value},
+                    ":busy": {"S": AgentStatus.BUSY.value},
+                },
+            )
+        except ConditionLost:
+            return None
+        return now
+
+    def idle_agents(self) -> list[IdleAgent]:
+        """Every queued agent with the keys it serves: the entries of the everyone partition (every agent has one
+        there), strongly consistent, a page (1 MB, a few thousand agents) per request. Agents not seen lately are
+        included: the match transaction refuses them (``retire_if_unseen``)."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :k",
+            "ExpressionAttributeValues": {":k": {"S": matching.everyone_key(self._settings.attributes)}},
+            "ProjectionExpression": "sk, agentId, entries",
+            "ConsistentRead": True,
+        }
+        found: list[IdleAgent] = []
+        while True:
+            response = self._call("query", **request)
+            found += [idle_from_item(item) for item in response.get("Items", [])]
+            if "LastEvaluatedKey" not in response:
+                return found
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def retire_if_unseen(self, head: QueueHead) -> bool:
+        """After a match lost on ``head``'s agent: if it is still queued in that availability but was not seen for
+        AGENT_TIMEOUT_SECONDS, take it offline (its entries deleted, ``offlineReason`` timeout) in one transaction
+        conditioned on what was read, so a heartbeat or another event meanwhile wins. ``True`` when this call took
+        it offline (read the head again: the next agent); ``False`` otherwise (a real race: another matcher or an
+        event changed the agent), without a read when agents never time out."""
+        cutoff = self._settings.seen_since_ms(self._clock.now_ms())
+        if cutoff is None:
+            return False
+        agent = self.find(head.agent_id)
+        if agent is None or agent.status is not AgentStatus.QUEUED or agent.queue_sort != head.sort:
+            return False
+        if agent.last_seen_ms > cutoff:
+            return False
+        items: list[dict[str, Any]] = [{"Delete": self._entry_delete(key, head.sort)} for key in agent.entries]
+        items.append({"Update": {
+            "TableName": self._table,
+            "Key": matching.agent_key(agent.agent_id),
+            "UpdateExpression": "SET agentStatus = :off, offlineReason = :why, version = :next, updated = :now "
+            "REMOVE entries, queueSort, availableSince",
+            "ConditionExpression": "version = :seen AND agentStatus = :queued AND " + _NOT_SEEN_SINCE,
+            "ExpressionAttributeValues": {
+                ":off": {"S": AgentStatus.OFFLINE.value},
+                ":queued": {"S": AgentStatus.QUEUED.value},
+                ":why": {"S": OFFLINE_TIMED_OUT},
+                ":next": {"N": str(agent.version + 1)},
+                ":seen": {"N": str(agent.version)},
+                ":now": {"N": str(self._clock.now_ms())},
+                ":cutoff": {"N": str(cutoff)},
+            },
+        }})
+        return self._transact(items) is None
+
     def _enqueue(self, profile: AgentProfile, current: Agent | None, available_ms: int) -> bool:
         """One transaction: (replace the old entries and) put one entry per combination, agent -> queued."""
         keys = matching.entry_keys(profile)
@@ -287,7 +357,8 @@ class AgentStore:
                 }
             )
         agent = agent_item(profile, AgentStatus.QUEUED, (current.version + 1) if current else 1, now)
-        agent |= {"availableSince": {"N": str(available_ms)}, "queueSort": {"S": sort}, "entries": _string_list(keys)}
+        agent |= {"availableSince": {"N": str(available_ms)}, "queueSort": {"S": sort}, "entries": string_list(keys),
+                  "lastSeen": {"N": str(now)}}
         if current is None:
             condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
         else:
@@ -315,6 +386,20 @@ class AgentStore:
             "agentIdleMs": max(0, now_ms - head.available_ms),
         }
         items: list[dict[str, Any]] = [{"Update": self._tasks.completion_update(call, owner, result, now_ms)}]
+        # The agent is still queued in the availability read, and (unless agents never time out) seen lately.
+        condition = "agentStatus = :queued AND queueSort = :sort"
+        values = {
+            ":busy": {"S": AgentStatus.BUSY.value},
+            ":queued": {"S": AgentStatus.QUEUED.value},
+            ":call": {"S": call.task_id},
+            ":now": {"N": str(now_ms)},
+            ":one": {"N": "1"},
+            ":sort": {"S": head.sort},
+        }
+        cutoff = self._settings.seen_since_ms(now_ms)
+        if cutoff is not None:
+            condition += " AND NOT " + _NOT_SEEN_SINCE
+            values[":cutoff"] = {"N": str(cutoff)}
         items.append(
             {
                 "Update": {
@@ -322,15 +407,8 @@ class AgentStore:
                     "Key": matching.agent_key(head.agent_id),
                     "UpdateExpression": "SET agentStatus = :busy, busyWith = :call, busySince = :now, updated = :now "
                     "ADD version :one REMOVE entries, queueSort, availableSince",
-                    "ConditionExpression": "agentStatus = :queued AND queueSort = :sort",
-                    "ExpressionAttributeValues": {
-                        ":busy": {"S": AgentStatus.BUSY.value},
-                        ":queued": {"S": AgentStatus.QUEUED.value},
-                        ":call": {"S": call.task_id},
-                        ":now": {"N": str(now_ms)},
-                        ":one": {"N": "1"},
-                        ":sort": {"S": head.sort},
-                    },
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": values,
                 }
             }
         )
@@ -388,67 +466,3 @@ class AgentStore:
             self._db, operation, table=self._table, setting="AGENT_TABLE_NAME", error=AgentStoreError,
             clock=self._clock, **kwargs,
         )
-
-
-def agent_item(profile: AgentProfile, status: AgentStatus, version: int, now_ms: int) -> dict[str, AttributeValue]:
-    return {
-        **matching.agent_key(profile.agent_id),
-        "entity": {"S": ENTITY_AGENT},
-        "agentId": {"S": profile.agent_id},
-        "agentName": {"S": profile.name},
-        "attributes": {"S": json.dumps({k: list(v) for k, v in profile.attributes.items()}, sort_keys=True)},
-        "agentStatus": {"S": status.value},
-        "version": {"N": str(version)},
-        "updated": {"N": str(now_ms)},
-    }
-
-
-def entry_item(
-    key: str, sort: str, profile: AgentProfile, available_ms: int, all_keys: Sequence[str], queue: str
-) -> dict[str, AttributeValue]:
-    """One queue entry; it carries every key of the agent's entries, so a match needs no extra read."""
-    return {
-        "pk": {"S": key},
-        "sk": {"S": sort},
-        "entity": {"S": ENTITY_ENTRY},
-        "queue": {"S": queue},
-        "agentId": {"S": profile.agent_id},
-        "agentName": {"S": profile.name},
-        "availableSince": {"N": str(available_ms)},
-        "entries": _string_list(all_keys),
-    }
-
-
-def agent_from_item(item: Mapping[str, Mapping[str, Any]]) -> Agent:
-    def opt_n(name: str) -> int | None:
-        return int(item[name]["N"]) if name in item else None
-
-    attributes = json.loads(item["attributes"]["S"]) if "attributes" in item else {}
-    return Agent(
-        agent_id=item["agentId"]["S"],
-        name=item.get("agentName", {}).get("S", item["agentId"]["S"]),
-        attributes={k: tuple(v) for k, v in sorted(attributes.items())},
-        status=AgentStatus(item["agentStatus"]["S"]),
-        version=int(item.get("version", {}).get("N", "0")),
-        updated_ms=int(item.get("updated", {}).get("N", "0")),
-        available_ms=opt_n("availableSince"),
-        queue_sort=item["queueSort"]["S"] if "queueSort" in item else None,
-        entries=tuple(v["S"] for v in item.get("entries", {}).get("L", [])),
-        busy_with=item["busyWith"]["S"] if "busyWith" in item else None,
-        busy_since_ms=opt_n("busySince"),
-    )
-
-
-def head_from_item(item: Mapping[str, Mapping[str, Any]]) -> QueueHead:
-    return QueueHead(
-        queue_key=item["pk"]["S"],
-        sort=item["sk"]["S"],
-        agent_id=item["agentId"]["S"],
-        name=item.get("agentName", {}).get("S", item["agentId"]["S"]),
-        available_ms=int(item["availableSince"]["N"]),
-        entries=tuple(v["S"] for v in item["entries"]["L"]),
-    )
-
-
-def _string_list(values: Sequence[str]) -> AttributeValue:
-    return {"L": [{"S": v} for v in values]}

@@ -1,18 +1,25 @@
 """The matching loop of queue "calls": each waiting call, oldest first, gets the longest-waiting matching agent.
 
-One invocation = one ``Matcher.run``. A *pass* walks the waiting calls in FIFO order; for each it reads the
-head of the agent queue its preferences name (strongly consistent, one item), and only if there is one claims
-the call and runs the match transaction (``AgentStore.match``), so a call with no agent costs no write. A lost race (another matcher took the agent) re-reads
-the head and tries again, at most ``max_match_retries`` times with jittered backoff; with no agent left the
-call is released with its attempt refunded, so it keeps its place. Within a pass, a queue found empty is not
-queried again (every later call asking for it waits). Passes repeat while they make progress and time is left;
-a pass without a match ends the run (no busy loop): a newly available agent wakes the Matcher again through
-the agent table's stream.
+One invocation = one ``Matcher.run``. A *pass* first finds which waiting calls can match now, anywhere in the
+queue: it reads every idle agent (the everyone partition of the agent table: each queued agent and the keys it
+serves), then walks the waiting calls in FIFO order, a page at a time, giving each the agent its match would
+take (``matching.IdlePool``), until every idle agent is spoken for or the calls end (at most
+``calls_per_pass``). Only those calls are tried, oldest first: for each it reads the head of the agent queue its
+preferences name (strongly consistent, one item), claims the call and runs the match transaction
+(``AgentStore.match``); a call no idle agent fits is never claimed and costs no write. A lost race (another
+matcher took the agent) re-reads the head and tries again, at most ``max_match_retries`` times with jittered
+backoff; a head agent not seen for AGENT_TIMEOUT_SECONDS is taken offline and the next head read. With no agent
+left the call is released with its attempt refunded, so it keeps its place. Within a pass, a queue found empty
+is not queried again. Passes repeat while they make progress and time is left; a pass without a match ends the
+run (no busy loop): a newly available agent wakes the Matcher again through the agent table's stream.
+The reads of a pass are bounded in docs/matcher.md ("The bound").
 """
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aws_lambda_powertools import Logger
@@ -30,8 +37,10 @@ logger = Logger(child=True)
 
 # A matcher with only other matchers' calls in sight looks again after this long (they may take them meanwhile).
 OTHERS_PAUSE_SECONDS = 0.2
-# Preference lookups remembered per execution environment (a call's preferences never change).
-_KEY_CACHE_LIMIT = 20_000
+# Preference lookups remembered per execution environment (a call's preferences never change): ~100 bytes each.
+_KEY_CACHE_LIMIT = 200_000
+# Waiting calls read (and their preferences fetched, one BatchGetItem) per step of a pass's walk.
+_WALK_PAGE = 100
 
 
 @dataclass
@@ -45,6 +54,7 @@ class MatchReport:
     lost: int = 0  # claims lost to another matcher, or calls whose lease passed
     invalid: int = 0  # calls with preferences that can never match: dead-lettered
     shed: int = 0  # waiting calls past their ttl (hung up) that this run met and shed
+    timed_out: int = 0  # head agents not seen for AGENT_TIMEOUT_SECONDS, taken offline instead of matched
     wait_times_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
     work_remains: bool = False
@@ -99,8 +109,8 @@ class Matcher:
                     break
                 watch.keep()
                 look_started_ms = self._clock.now_ms()
-                candidates = self._tasks.candidates(queue, self._settings.calls_per_pass)
-                if not candidates:
+                candidates = self._matchable(queue, report)  # the waiting calls an idle agent fits, FIFO
+                if candidates is None:  # no call waits
                     if lingering.step(look_started_ms, left):
                         report.stopped_by = "empty"
                         break
@@ -109,7 +119,7 @@ class Matcher:
                 report.passes += 1
                 done = self._pass(plan, report, deadline)
                 if done.matched == 0:
-                    if lanes.has_lane and not plan:  # only other matchers' calls wait, not yet ours to take: look again
+                    if lanes.has_lane and candidates and not plan:  # only other matchers' calls fit, not yet ours: look again
                         self._clock.sleep(min(max(0.0, deadline - self._clock.monotonic()), OTHERS_PAUSE_SECONDS))
                         continue
                     # No call could match now: wait for a write (a new call, an agent freed), then stop as allowed.
@@ -133,6 +143,32 @@ class Matcher:
         outcome = self._tasks.recover_expired_leases(queue, None, self._clock.now_ms())
         if any(outcome.values()):
             logger.warning("expired call leases recovered", extra={"queue": queue, **outcome})
+
+    def _matchable(self, queue: str, report: MatchReport) -> list[Candidate] | None:
+        """The waiting calls that can match now, in FIFO order, wherever they are in the queue; ``None`` when no
+        call waits at all. Reads the idle agents once, then the calls page by page while an idle agent is not yet
+        spoken for (``matching.IdlePool``); the first page always, so calls with invalid preferences at the head are
+        dead-lettered even when no agent is idle. A call read that no idle agent fits counts as ``no_agent``."""
+        calls = self._tasks.iter_candidates(queue, self._settings.calls_per_pass)
+        first = next(calls, None)
+        if first is None:
+            return None
+        pool = matching.IdlePool(self._agents.idle_agents(), self._settings.agent_order)
+        fitting: list[Candidate] = []
+        walked = itertools.islice(itertools.chain([first], calls), self._settings.calls_per_pass)
+        for page in _pages(walked, _WALK_PAGE):
+            self._prefetch_keys(page, report)
+            for candidate in page:
+                key = self._key_of(candidate, report)
+                if key is None:
+                    continue
+                if pool.take(key) is None:
+                    report.no_agent += 1  # no idle agent fits it now: it keeps waiting, untouched
+                else:
+                    fitting.append(candidate)
+            if pool.empty:
+                break
+        return fitting
 
     def _pass(self, candidates: list[Candidate], report: MatchReport, deadline: float) -> _Pass:
         state = _Pass()
@@ -182,6 +218,10 @@ class Matcher:
                 report.lost += 1
                 logger.warning("call lost before its match (lease passed)", extra={"call_id": call.task_id})
                 return "lost"
+            if self._agents.retire_if_unseen(head):  # not seen for AGENT_TIMEOUT_SECONDS: offline now, next head
+                report.timed_out += 1
+                head = self._agents.head(key)
+                continue
             report.conflicts += 1
             attempt += 1
             logger.debug("lost a race for an agent", extra={"agent_id": head.agent_id, "reasons": outcome.reasons})
@@ -231,6 +271,11 @@ class Matcher:
             logger.error("call dead-lettered: invalid preferences", extra={"call_id": call.task_id, "error": error})
         else:
             report.lost += 1
+
+
+def _pages(items: Iterator[Candidate], size: int) -> Iterator[list[Candidate]]:
+    while page := list(itertools.islice(items, size)):
+        yield page
 
 
 def _not_handled(what: str, exc: Exception, then: str) -> bool:

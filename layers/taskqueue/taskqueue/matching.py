@@ -41,7 +41,8 @@ DEFAULT_ATTRIBUTES = ("language", "gender")
 MATCH_BOUNDS: dict[str, tuple[float, float]] = {
     "MATCH_RETRIES": (0, 20),
     "MATCH_RETRY_BASE_MS": (0, 10_000),
-    "MATCH_CALLS_PER_PASS": (1, 100_000),
+    "MATCH_CALLS_PER_PASS": (1, 1_000_000),
+    "AGENT_TIMEOUT_SECONDS": (0, 86_400),
 }
 _VALUE = re.compile(r"^[a-z0-9][a-z0-9_.+-]{0,63}$")
 _ATTRIBUTE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -64,7 +65,12 @@ class MatchSettings:
     queue: str = "calls"  # MATCH_QUEUE: the task queue whose tasks are calls
     max_match_retries: int = 4  # MATCH_RETRIES: lost races per call before it is handed back
     retry_base_ms: int = 20  # MATCH_RETRY_BASE_MS: jittered backoff base after a lost race
-    calls_per_pass: int = 1000  # MATCH_CALLS_PER_PASS: waiting calls looked at in one pass
+    # MATCH_CALLS_PER_PASS: waiting calls a pass may read, in FIFO order, looking for those an idle agent fits. A pass
+    # stops reading earlier once every idle agent is spoken for (docs/matcher.md, "The bound").
+    calls_per_pass: int = 100_000
+    # AGENT_TIMEOUT_SECONDS: an agent not seen (available, heartbeat, call ended) for this long is not matched, and
+    # the Matcher takes it offline when it meets it at the head of a queue; 0: agents never time out.
+    agent_timeout_seconds: int = 120
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", validate_attributes(self.attributes))
@@ -79,8 +85,13 @@ class MatchSettings:
             queue=read_variable(env, "MATCH_QUEUE", "calls", str),
             max_match_retries=read_int(env, "MATCH_RETRIES", "4", MATCH_BOUNDS),
             retry_base_ms=read_int(env, "MATCH_RETRY_BASE_MS", "20", MATCH_BOUNDS),
-            calls_per_pass=read_int(env, "MATCH_CALLS_PER_PASS", "1000", MATCH_BOUNDS),
+            calls_per_pass=read_int(env, "MATCH_CALLS_PER_PASS", "100000", MATCH_BOUNDS),
+            agent_timeout_seconds=read_int(env, "AGENT_TIMEOUT_SECONDS", "120", MATCH_BOUNDS),
         )
+
+    def seen_since_ms(self, now_ms: int) -> int | None:
+        """An agent last seen at or before this time (epoch ms) is timed out; ``None`` when agents never time out."""
+        return None if self.agent_timeout_seconds == 0 else now_ms - self.agent_timeout_seconds * 1000
 
 
 def _parse_agent_order(raw: str) -> Order:
@@ -233,6 +244,59 @@ def call_queue_key(payload: Mapping[str, Any], attributes: Sequence[str]) -> str
     if not isinstance(payload, Mapping):
         raise InvalidAgentInput("a call's payload must be an object")
     return preferences_key(payload.get("preferences"), attributes)
+
+
+def everyone_key(attributes: Sequence[str]) -> str:
+    """The combination with no preference at all: every queued agent has an entry there (each attribute's fan-out
+    includes ``*``), so one partition lists every agent waiting for a call."""
+    return queue_key({name: ANY for name in attributes})
+
+
+@dataclass(frozen=True)
+class IdleAgent:
+    """A queued agent as its entry in the everyone partition shows it: its place (sort key) and every key it serves."""
+
+    sort: str
+    agent_id: str
+    keys: frozenset[str]
+
+
+class IdlePool:
+    """Which waiting calls a pass can match, decided in memory before any claim: the calls, in FIFO order, each
+    take the agent the match would give them now (the head of their combination among the agents still idle:
+    the longest waiting for FIFO, the most recent for LIFO), as the match transactions will, one after another.
+    A call whose combination has no idle agent left cannot match in this pass and is never claimed."""
+
+    def __init__(self, agents: Iterable[IdleAgent], order: Order = Order.FIFO) -> None:
+        by_key: dict[str, list[IdleAgent]] = {}
+        for agent in agents:
+            for key in agent.keys:
+                by_key.setdefault(key, []).append(agent)
+        for queue in by_key.values():
+            queue.sort(key=lambda a: a.sort, reverse=order is Order.LIFO)
+        self._by_key = by_key
+        self._next = dict.fromkeys(by_key, 0)
+        self._taken: set[str] = set()
+        self._left = len({a.agent_id for queue in by_key.values() for a in queue})
+
+    def take(self, key: str) -> IdleAgent | None:
+        """The idle agent a call of ``key`` gets, now no longer idle; ``None`` if no idle agent serves ``key``."""
+        queue = self._by_key.get(key, [])
+        index = self._next.get(key, 0)
+        while index < len(queue) and queue[index].agent_id in self._taken:
+            index += 1
+        self._next[key] = index
+        if index == len(queue):
+            return None
+        agent = queue[index]
+        self._taken.add(agent.agent_id)
+        self._left -= 1
+        return agent
+
+    @property
+    def empty(self) -> bool:
+        """Every idle agent is spoken for: no later call can match in this pass."""
+        return self._left == 0
 
 
 def entry_sort(available_ms: int, agent_id: str) -> str:

@@ -226,7 +226,7 @@ def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
     settings.order_of(queue)
     task_ids = list(body.get("taskIds") or ())
     for index, task_id in enumerate(task_ids):
-        if not _valid_task_id(task_id):
+        if not valid_task_id(task_id):
             raise InvalidField(
                 f"taskIds[{index}] must be 1-{_TASK_ID_MAX} printable characters without '#', got {task_id!r:.100}",
                 f"taskIds[{index}]",
@@ -322,7 +322,7 @@ def _whole(body: Mapping[str, Any], name: str, default: int, low: int, high: int
     return value
 
 
-def _valid_task_id(task_id: object) -> bool:
+def valid_task_id(task_id: object) -> bool:
     return (
         isinstance(task_id, str)
         and 0 < len(task_id) <= _TASK_ID_MAX

@@ -31,6 +31,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "QUEUE_SHARDS": (1, 64),
     "DEFAULT_TTL_SECONDS": (1, 10 * 365 * 86400),
     "RETENTION_SECONDS": (1, 10 * 365 * 86400),
+    "DEAD_LETTER_RETENTION_SECONDS": (1, 10 * 365 * 86400),
     "MAX_ATTEMPTS": (1, 100),
     "LEASE_SECONDS": (1, 12 * 3600),
     "PAGE_SIZE": (1, 100),
@@ -66,6 +67,10 @@ class Settings:
     queue_shards: int = 1
     default_ttl_seconds: int = 3600
     retention_seconds: int = 86400
+    # DEAD_LETTER_RETENTION_SECONDS: how long a FAILURE or CANCELLED task (a dead letter) is kept for an operator to
+    # inspect and redrive; RETENTION_SECONDS applies to SUCCESS and SHED. Two weeks, so Friday's failures are
+    # still there on Monday.
+    dead_letter_retention_seconds: int = 14 * 86400
     max_attempts: int = 3
     lease_seconds: int = 300
     page_size: int = 10
@@ -76,7 +81,8 @@ class Settings:
     runner_capacity: int = 3
     fake_runner_duration_seconds: float = 15.0
     fake_runner_failure_rate: float = 0.0
-    # CLAIM_LANES: how many workers of a queue may run at once (the function's reserved concurrency). Above 1,
+    # CLAIM_LANES: how many workers of a queue may claim at once: the function's reserved concurrency, or the
+    # template's <Function>ClaimLanes (at least 2) when it has none and any number may run. Above 1,
     # each running worker leases a lane and claims first the tasks of its lane among the next n x capacity
     # claimable ones (taskqueue.lanes), so concurrent workers rarely race for the same task.
     claim_lanes: int = 1
@@ -130,6 +136,7 @@ class Settings:
             queue_shards=read_int(env, "QUEUE_SHARDS", "1"),
             default_ttl_seconds=read_int(env, "DEFAULT_TTL_SECONDS", "3600"),
             retention_seconds=read_int(env, "RETENTION_SECONDS", "86400"),
+            dead_letter_retention_seconds=read_int(env, "DEAD_LETTER_RETENTION_SECONDS", str(14 * 86400)),
             max_attempts=read_int(env, "MAX_ATTEMPTS", "3"),
             # A worker's claim outlasts the invocation that holds it: never shorter than the worker's Timeout.
             lease_seconds=int(claim_lease_seconds(read_int(env, "LEASE_SECONDS", "300"), worker_timeout)),

@@ -4,6 +4,8 @@
        ^                 |  \\--fail-----> FAILURE (dead letter)
        +--release/retry--+  (lease expired, transient error; keeps its place)
     PENDING --cancel--> CANCELLED;  FAILURE/CANCELLED --redrive--> PENDING
+    PENDING/TAKEN --hang up--> CANCELLED (a call whose caller hung up, even while a matcher holds it: every later
+                               write of that matcher names TAKEN and its lease, and loses)
     PENDING past its ttl --shed--> SHED (by a reader that meets it; DynamoDB TTL may delete it first)
     TAKEN --renew--> TAKEN (the lease owner extends its lease: heartbeat)
 """
@@ -27,7 +29,9 @@ class TaskStatus(StrEnum):
 # PENDING -> PENDING is a change that keeps the task waiting (reprioritize, touch); TAKEN -> TAKEN renews a lease.
 ALLOWED_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     TaskStatus.PENDING: frozenset({TaskStatus.TAKEN, TaskStatus.CANCELLED, TaskStatus.PENDING, TaskStatus.SHED}),
-    TaskStatus.TAKEN: frozenset({TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.PENDING, TaskStatus.TAKEN}),
+    TaskStatus.TAKEN: frozenset(
+        {TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.PENDING, TaskStatus.TAKEN, TaskStatus.CANCELLED}
+    ),
     TaskStatus.SUCCESS: frozenset(),
     TaskStatus.FAILURE: frozenset({TaskStatus.PENDING}),
     TaskStatus.CANCELLED: frozenset({TaskStatus.PENDING}),

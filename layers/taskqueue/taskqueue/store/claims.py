@@ -33,6 +33,14 @@ class WorkerTransitions(QueueTable):
         Each shard's ready partition is read newest key first, and the due entries of its delayed partition
         are merged in by their ready sort key. An entry past its ttl is shed (``shed``; operators' reads pass
         False and merely skip it), so expired entries cost one write once and never hide live work."""
+        return list(itertools.islice(self.iter_candidates(queue, limit, now_ms, shed=shed), limit))
+
+    def iter_candidates(
+        self, queue: str, limit: int, now_ms: int | None = None, *, shed: bool = True
+    ) -> Iterator[Candidate]:
+        """The claimable tasks of a queue in the order it serves them, read lazily: an index page (PAGE_SIZE) only
+        when the reader gets that far. ``limit`` bounds the due entries read from each delayed partition (they
+        are merged in by their ready sort key, so they are read first)."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         self._settings.order_of(queue)
         per_shard = [
@@ -43,7 +51,7 @@ class WorkerTransitions(QueueTable):
             )
             for shard in range(self._settings.queue_shards)
         ]
-        return list(itertools.islice(heapq.merge(*per_shard, reverse=True), limit))
+        return heapq.merge(*per_shard, reverse=True)
 
     def has_claimable(self, queue: str, now_ms: int | None = None, *, shed: bool = True) -> bool:
         return bool(self.candidates(queue, 1, now_ms, shed=shed))
@@ -77,7 +85,7 @@ class WorkerTransitions(QueueTable):
             TaskStatus.PENDING,
             TaskStatus.SHED,
             now_ms=now_ms,
-            set_=self._finished_attributes(now_ms),
+            set_=self._finished_attributes(now_ms, TaskStatus.SHED),
             remove=("readyKey", "readySort", "notBefore"),
             condition="#ttl <= :nowSeconds",
             names={"#ttl": "ttl"},
@@ -221,7 +229,7 @@ class WorkerTransitions(QueueTable):
     def complete(self, task: Task, owner: str, result: Mapping[str, Any] | None = None, now_ms: int | None = None) -> bool:
         """TAKEN -> SUCCESS, only by the lease owner while the lease holds."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        set_ = self._finished_attributes(now_ms)
+        set_ = self._finished_attributes(now_ms, TaskStatus.SUCCESS)
         if result is not None:
             set_["result"] = {"S": encode_json(result)}
         return self._owned_transition(task, owner, TaskStatus.SUCCESS, now_ms, set_, ("statusKey", "statusSort"))
@@ -249,7 +257,7 @@ class WorkerTransitions(QueueTable):
     def fail(self, task: Task, owner: str, error: str, now_ms: int | None = None) -> bool:
         """TAKEN -> FAILURE (the dead-letter state), only by the lease owner while the lease holds."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        set_ = self._finished_attributes(now_ms) | {
+        set_ = self._finished_attributes(now_ms, TaskStatus.FAILURE) | {
             "lastError": {"S": error[:1000]},
             "statusKey": {"S": keys.status_key(task.queue, TaskStatus.FAILURE.value, task.shard)},
             "statusSort": {"N": str(now_ms)},
@@ -285,7 +293,7 @@ class WorkerTransitions(QueueTable):
         """The ``Update`` of a TransactWriteItems entry that completes ``task`` (TAKEN -> SUCCESS) under the
         same conditions as ``complete``, for callers that must finish a task atomically with other writes."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        set_ = self._finished_attributes(now_ms)
+        set_ = self._finished_attributes(now_ms, TaskStatus.SUCCESS)
         if result is not None:
             set_["result"] = {"S": encode_json(result)}
         request = self._transition_request(
@@ -324,7 +332,7 @@ class WorkerTransitions(QueueTable):
         values = {":seenExpiry": {"N": str(task.lease_expires_ms)}}
         if task.attempts >= task.max_attempts:
             target = TaskStatus.FAILURE
-            set_ = self._finished_attributes(now_ms) | {
+            set_ = self._finished_attributes(now_ms, TaskStatus.FAILURE) | {
                 "lastError": {"S": error},
                 "statusKey": {"S": keys.status_key(task.queue, TaskStatus.FAILURE.value, task.shard)},
                 "statusSort": {"N": str(now_ms)},

@@ -1,4 +1,5 @@
-"""The operator's operations on one task: cancel, reprioritize, touch (move to the front), redrive.
+"""The operator's operations on one task: cancel, reprioritize, touch (move to the front), redrive; and a caller's
+hang-up, which cancels a call even while a matcher holds it.
 
 Every operation reads the task first (it needs the queue, shard, priority and order time to compute the
 new index keys, and the actual state to refuse clearly), checks the lifecycle table, then makes ONE
@@ -56,14 +57,39 @@ class OperatorOperations(QueueTable):
 
     def cancel(self, task_id: str, now_ms: int | None = None) -> Task:
         """PENDING -> CANCELLED. The task leaves the ReadyIndex, is findable in the StatusIndex under
-        ``<queue>#CANCELLED#<shard>`` and keeps the retention ttl; ``redrive`` can bring it back."""
+        ``<queue>#CANCELLED#<shard>`` and is kept for DEAD_LETTER_RETENTION_SECONDS; ``redrive`` can bring it back."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         task = self._op_source(task_id, "cancel")
-        set_ = self._finished_attributes(now_ms) | {
+        set_ = self._finished_attributes(now_ms, TaskStatus.CANCELLED) | {
             "statusKey": {"S": keys.status_key(task.queue, TaskStatus.CANCELLED.value, task.shard)},
             "statusSort": {"N": str(now_ms)},
         }
         return self._op_write(task, "cancel", TaskStatus.CANCELLED, now_ms, set_, ("readyKey", "readySort", "notBefore"), None)
+
+    def hang_up(self, task_id: str, queue: str, now_ms: int | None = None) -> tuple[Task, bool]:
+        """A caller hung up: their call, PENDING or TAKEN (a matcher holds it this moment), -> CANCELLED, with
+        ``lastError`` "caller hung up". The match transaction names TAKEN and its lease owner, so once this write
+        lands the call can never be matched; if the match committed first, the call is SUCCESS and stays so.
+        Returns the task as it is afterwards and whether this call cancelled it (else it had reached a final state
+        before). A write that meets the match transaction in flight (TransactionConflict, retried by the plumbing)
+        or loses its condition reads the task again. A task of another queue is refused, unchanged."""
+        for _ in range(_HANG_UP_ATTEMPTS):
+            now = self._clock.now_ms() if now_ms is None else now_ms
+            task = self.get(task_id)
+            if task.queue != queue:
+                raise InvalidTaskInput(f"task {task_id!r} is in queue {task.queue!r}, not a call of queue {queue!r}: nothing was changed")
+            if task.status not in _HANG_UP_SOURCES:
+                return task, False
+            set_ = self._finished_attributes(now, TaskStatus.CANCELLED) | {
+                "lastError": {"S": "caller hung up"},
+                "statusKey": {"S": keys.status_key(task.queue, TaskStatus.CANCELLED.value, task.shard)},
+                "statusSort": {"N": str(now)},
+            }
+            remove = ("readyKey", "readySort", "notBefore", "leaseOwner", "leaseExpires")
+            item = self._transition(task_id, task.status, TaskStatus.CANCELLED, now_ms=now, set_=set_, remove=remove)
+            if item is not None:
+                return from_item(item), True
+        return self.get(task_id), False
 
     def reprioritize(self, task_id: str, priority: int, now_ms: int | None = None) -> Task:
         """PENDING -> PENDING with a new priority: the task moves to its new place in the ReadyIndex,
@@ -223,6 +249,10 @@ class OperatorOperations(QueueTable):
                 "cancel it, or create a new task"
             )
 
+
+# A hang-up cancels a call that waits or that a matcher holds this moment; read again after a lost race.
+_HANG_UP_SOURCES = frozenset({TaskStatus.PENDING, TaskStatus.TAKEN})
+_HANG_UP_ATTEMPTS = 5
 
 # Which operation may act on which state, and what to say otherwise.
 _OPERATION_SOURCES: dict[str, frozenset[TaskStatus]] = {

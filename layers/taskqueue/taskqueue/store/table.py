@@ -203,9 +203,11 @@ class QueueTable:
             "deleteAt": {"N": str(expires_ms // 1000 + 1 + self._settings.retention_seconds)},
         }
 
-    def _finished_attributes(self, now_ms: int) -> dict[str, AttributeValue]:
-        # Finished tasks keep a short retention, so the table does not grow without bound.
-        return {"deleteAt": {"N": str(now_ms // 1000 + self._settings.retention_seconds)}}
+    def _finished_attributes(self, now_ms: int, status: TaskStatus) -> dict[str, AttributeValue]:
+        """When DynamoDB may delete a task that finished in ``status``: dead letters (FAILURE, CANCELLED) after
+        DEAD_LETTER_RETENTION_SECONDS, so an operator can still inspect and redrive them; the rest (SUCCESS, SHED)
+        after RETENTION_SECONDS, so the table does not grow without bound."""
+        return {"deleteAt": {"N": str(now_ms // 1000 + retention_of(self._settings, status))}}
 
     def _owned_transition(
         self,
@@ -323,6 +325,14 @@ def candidate_of(item: Mapping[str, Any], queue: str, shard: int) -> Candidate:
 def is_claimable(ttl: int, not_before_ms: int | None, now_ms: int) -> bool:
     """A task may be claimed only before its ttl (epoch s) and at or after its not-before time (epoch ms)."""
     return ttl > now_ms // 1000 and (not_before_ms is None or not_before_ms <= now_ms)
+
+
+DEAD_LETTERS: frozenset[TaskStatus] = frozenset({TaskStatus.FAILURE, TaskStatus.CANCELLED})
+
+
+def retention_of(settings: Settings, status: TaskStatus) -> int:
+    """Seconds a task finished in ``status`` is kept: the dead-letter retention for FAILURE and CANCELLED."""
+    return settings.dead_letter_retention_seconds if status in DEAD_LETTERS else settings.retention_seconds
 
 
 def _key(task_id: str) -> dict[str, AttributeValue]:

@@ -1,0 +1,33 @@
+"""What the demo and the local stack turn on themselves. A deploy that sets no parameter is a quiet production
+stack: no scheduled tasks, no reserved concurrency (so it deploys to an account with a small concurrency quota).
+The demo's scenarios and ``make up`` keep the behaviour they were measured with by asking for it here.
+
+docs/operations.md ("Demo and local stack versus a production deploy") lists each of these beside its production
+default; tests/unit/test_local_defaults.py checks that the list and this module agree.
+"""
+
+from __future__ import annotations
+
+# The schedule as a load generator: 15 empty tasks a minute into queue "work" (a scenario sets its own count).
+SCHEDULE: dict[str, str] = {
+    "CreateTasksScheduleState": "ENABLED",
+    "CreateTasksScheduleQueue": "work",
+    "CreateTasksCount": "15",
+}
+# One worker and one matcher at a time and the producer capped at 10, as the README's demo figures were measured:
+# a single worker claims strictly newest first, and the demo reports the wake-ups its one slot throttled.
+CONCURRENCY: dict[str, str] = {
+    "CreateTasksConcurrency": "10",
+    "ProcessTasksConcurrency": "1",
+    "MatcherConcurrency": "1",
+}
+# Agents made available by hand in a long-running local stack stay available until taken offline, as before
+# agents had to heartbeat: nobody sends heartbeats while poking at it with `make invoke`.
+PRESENCE: dict[str, str] = {"AgentTimeoutSeconds": "0"}
+# `make up` (python -m local up): all three, under whatever --param-overrides says.
+LOCAL_STACK: dict[str, str] = {**SCHEDULE, **CONCURRENCY, **PRESENCE}
+# `make demo` scenarios of the work queue: the same; the call-center scenario turns the schedule off again (its
+# calls come from its driver) and keeps the concurrency.
+DEMO: dict[str, str] = {**SCHEDULE, **CONCURRENCY}
+
+__all__ = ["CONCURRENCY", "DEMO", "LOCAL_STACK", "PRESENCE", "SCHEDULE"]
