@@ -38,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import pickup  # noqa: E402
 from bench.common import ROOT, Spread, template_values  # noqa: E402
 from bench.dollars import FREE, PRICES, PRICES_AS_OF, REGION, queue_design, sqs_lambda  # noqa: E402
 from bench.invocation_model import product_model, seed_model, simulate  # noqa: E402
@@ -120,6 +121,8 @@ def invocation_model(plan: Plan) -> dict[str, Any]:
         for model in (product_model(values), seed_model()):
             runs = [simulate(model, rate, plan.model_tasks, seed=seed).summary() for seed in plan.model_seeds]
             out[f"{model.name}@{rate:g}"] = runs
+    # Create -> first claim on an idle queue, and the linger's trade-off at 1 task/s (bench/pickup.py).
+    out.update(pickup.model_runs(plan.model_tasks, plan.model_seeds))
     return out
 
 
@@ -283,6 +286,7 @@ def build_table(r: dict[str, Any]) -> Table:
         t.add(f"SNS publishes at {per_s(rate)}", spread(p, "publishes_per_1000"), spread(s, "publishes_per_1000"), seed_lifo, 1)
         t.add(f"time to finish ÷ time to arrive at {per_s(rate)}", spread(p, "finish_over_arrival"),
               spread(s, "finish_over_arrival"), seed_lifo)
+    pickup.add_rows(t, r["model"], RATES)
     t.section("LIFO worker, 1 and 8 concurrent invocations (backlog created beforehand, runner taking no time)")
     wr = r["workers"]
     for key, label, digits in (("lost_per_task", "lost claims per completed task", 2), ("requests", "requests per completed task", 2),
@@ -454,6 +458,11 @@ def write_results(path: Path, r: dict[str, Any], table: Table, plan: Plan, wall:
         "",
         details(r),
         "",
+        "## The linger's trade-off at 1 task/s (invocation model; WorkerLingerSeconds, everything else at its default)",
+        "",
+        pickup.linger_markdown(r["model"], pickup.default_linger()),
+        "",
+        pickup.realtime_section(),
         board_section(),
         "What each figure means and how it is measured: docs/benchmarks.md.",
         "",
@@ -496,19 +505,24 @@ def scale_markdown(r: dict[str, Any]) -> str:
 
 
 def update_docs(r: dict[str, Any], table: Table, header: str) -> bool:
-    """Put the last full run's table and scale result into docs/benchmarks.md, between its markers."""
-    path = ROOT / "docs" / "benchmarks.md"
-    if not path.exists():
-        return False
-    text = path.read_text()
-    for name, body in (("last-run", f"{header}\n\n{table.markdown()}"), ("scale", scale_markdown(r))):
-        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-        if begin in text and end in text:
-            head, rest = text.split(begin, 1)
-            _, tail = rest.split(end, 1)
-            text = f"{head}{begin}\n{body}\n{end}{tail}"
-    path.write_text(text)
-    return True
+    """Put the last full run's table, scale result and linger trade-off into docs/benchmarks.md and
+    docs/scaling.md, between their markers."""
+    parts = (("last-run", f"{header}\n\n{table.markdown()}"), ("scale", scale_markdown(r)),
+             ("linger", pickup.linger_markdown(r["model"], pickup.default_linger())))
+    written = False
+    for path in (ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "scaling.md"):
+        if not path.exists():
+            continue
+        text = path.read_text()
+        for name, body in parts:
+            begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+            if begin in text and end in text:
+                head, rest = text.split(begin, 1)
+                _, tail = rest.split(end, 1)
+                text = f"{head}{begin}\n{body}\n{end}{tail}"
+        path.write_text(text)
+        written = True
+    return written
 
 
 # ---- main -------------------------------------------------------------------------------------------------

@@ -84,10 +84,10 @@ def demo(args: argparse.Namespace) -> int:
         return callcenter_demo(args, scenario)
     params = {**scenario_parameters(scenario), **parse_overrides(args.param_overrides)}
     # "arrivals": "poisson": one task per CreateTasks invocation at Poisson times (the scenario's rate), as a
-    # user's system would send them, instead of the schedule's batch every scaled minute.
+    # user's system would send them, instead of the schedule's batch every scaled minute (the scenario turns it off).
     poisson = random.Random(scenario.get("seed", 1)) if scenario.get("arrivals") == "poisson" else None
-    if poisson:
-        params["CreateTasksScheduleState"] = "DISABLED"
+    if poisson and params.get("CreateTasksScheduleState") != "DISABLED":
+        raise SystemExit(f"scenario {scenario['name']!r} makes its own arrivals: set CreateTasksScheduleState DISABLED in its parameters")
     out = Path(args.out)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = f"{scenario['name']}-{stamp}"
