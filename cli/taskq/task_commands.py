@@ -153,7 +153,19 @@ def cmd_create(t: Target, args: argparse.Namespace, say: Printer) -> int:
         + (f" ({summary.already_existed} already existed)" if summary.already_existed else ""))
     for task_id in summary.task_ids:
         say(f"  {task_id}")
+    say(f"wake-up: {WAKE_UP_TEXT.get(summary.wakeup, summary.wakeup)}")
     return 0
+
+
+# What the wake-up handshake did after `taskq create` wrote (taskqueue.handshake.producer), in words.
+WAKE_UP_TEXT = {
+    "woken": "the queue's worker was woken",
+    "watched": "a worker watches the queue and takes the new tasks",
+    "in-flight": "a wake-up sent a moment ago is on its way",
+    "paused": "the queue is paused: `taskq resume` wakes it",
+    "failed": "could not be sent (see the warning); the safety net wakes the queue within a minute",
+    "not-asked": "not sent: no topic to publish on (give --stack-name); the safety net wakes the queue within a minute",
+}
 
 
 def _single(operation: Callable[[Target, argparse.Namespace], Any], verb: str) -> Callable[..., int]:

@@ -219,3 +219,12 @@ def test_stack_name_resolves_outputs_and_parameters(aws, dynamodb, topics, capsy
 def test_agents_without_an_agent_table_says_what_to_pass(cli):
     status, _, err = cli("agents")
     assert status == 1 and "no agent table" in err
+
+
+def test_create_wakes_the_queue_as_createtasks_does_and_says_so(cli, topics):
+    status, out, _ = cli("create", topic=True)
+    assert status == 0 and out.splitlines()[-1] == "wake-up: the queue's worker was woken"
+    status, out, _ = cli("create", topic=True)
+    assert status == 0 and out.splitlines()[-1] == "wake-up: a wake-up sent a moment ago is on its way"
+    assert topics.tail_calls() == ["work"]  # one wake-up, through the topic this CLI knows (Trigger relays it)
+    assert as_json(cli, "create", "--queue", "calls")["wakeup"] == "failed"  # no topic known: left to the safety net
