@@ -35,6 +35,9 @@ from tests import dynamodb_local  # noqa: E402
 from tests.support import FakeClock, create_queue_table  # noqa: E402
 
 TABLE = "test-queue-table"
+# moto resets boto3's default session at each mock_aws by default, so every test reloaded botocore's service
+# models (about 50 ms a client): kept across tests. Credentials and endpoints are still read from the environment.
+MOTO_CONFIG = {"core": {"reset_boto3_session": False}}
 
 # ---- the DynamoDB engine of a run: moto (default) or DynamoDB Local (docs/testing.md) ----------------
 
@@ -196,14 +199,14 @@ def aws(dynamodb_engine: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     every client made during the test reads its endpoint from the environment. The shared in-memory database
     is emptied before and after each test, so tests never see each other's tables or items."""
     if dynamodb_engine != "local":
-        with mock_aws():
+        with mock_aws(config=MOTO_CONFIG):
             yield
         return
     admin = dynamodb_local.client()
     for name in dynamodb_local.CLIENT_ENDPOINT_ENVS:
         monkeypatch.setenv(name, dynamodb_local.endpoint())
     dynamodb_local.delete_all_tables(admin)
-    with mock_aws():
+    with mock_aws(config=MOTO_CONFIG):
         yield
         stray = dynamodb_local.moto_dynamodb_tables()
     dynamodb_local.delete_all_tables(admin)

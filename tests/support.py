@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib.util
 import json
 import sys
@@ -16,6 +18,14 @@ TEMPLATE = ROOT / "template.yaml"
 
 
 def template() -> dict[str, Any]:
+    """template.yaml as cfn-lint decodes it: a copy of the one parse of this process and version of the file (a
+    parse costs 25-100 ms and the suite asks for it hundreds of times), so a caller may change what it gets."""
+    stat = TEMPLATE.stat()
+    return copy.deepcopy(_parsed_template(stat.st_mtime_ns, stat.st_size))
+
+
+@functools.cache
+def _parsed_template(_mtime_ns: int, _size: int) -> dict[str, Any]:
     tpl, errors = decode(str(TEMPLATE))
     assert not errors, errors
     return tpl

@@ -7,6 +7,7 @@ conditional writes are atomic as in DynamoDB), each worker thread with its own b
 
 from __future__ import annotations
 
+import fcntl
 import json
 import random
 import threading
@@ -34,12 +35,15 @@ INJECTED = "injected by the local engine's faults"
 def record_figures(scenario: str, figures: dict[str, Any]) -> None:
     """Keep a scenario's figures of this run (merged into reports/reliability-figures.json) and print them."""
     FIGURES.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        everything = json.loads(FIGURES.read_text())
-    except (OSError, ValueError):
-        everything = {}
-    everything[scenario] = {**figures, "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S")}
-    FIGURES.write_text(json.dumps(everything, indent=1, sort_keys=True, default=str))
+    # Scenarios run in parallel test processes (pytest-xdist): one read-merge-write at a time, or one is lost.
+    with open(FIGURES.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            everything = json.loads(FIGURES.read_text())
+        except (OSError, ValueError):
+            everything = {}
+        everything[scenario] = {**figures, "recorded_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+        FIGURES.write_text(json.dumps(everything, indent=1, sort_keys=True, default=str))
     print(f"\n{scenario}: {json.dumps(figures, default=str)}")
 
 
