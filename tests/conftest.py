@@ -8,10 +8,13 @@ from typing import Any
 import boto3
 import pytest
 
-# Set before any boto3 client or Powertools object is made.
+from tests.dynamodb_local import worker_access_key  # noqa: E402 - imports only boto3 and the standard library
+
+# Set before any boto3 client or Powertools object is made. Each pytest-xdist worker has its own access key id:
+# its own database in the one DynamoDB Local (tests/dynamodb_local.py, worker_access_key).
 os.environ.update(
     {
-        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_ACCESS_KEY_ID": worker_access_key(os.environ.get("PYTEST_XDIST_WORKER")),
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_SESSION_TOKEN": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
@@ -37,7 +40,9 @@ from tests.support import FakeClock, create_queue_table  # noqa: E402
 TABLE = "test-queue-table"
 # moto resets boto3's default session at each mock_aws by default, so every test reloaded botocore's service
 # models (about 50 ms a client): kept across tests. Credentials and endpoints are still read from the environment.
-MOTO_CONFIG = {"core": {"reset_boto3_session": False}}
+# Nor does it put its own credentials in the environment: a client keeps the worker's access key id (the session
+# remembers the first credentials it finds, and DynamoDB Local keeps one database per key).
+MOTO_CONFIG = {"core": {"reset_boto3_session": False, "mock_credentials": False}}
 
 # ---- the DynamoDB engine of a run: moto (default) or DynamoDB Local (docs/testing.md) ----------------
 
@@ -76,6 +81,37 @@ LOCAL_ONLY_REASON = (
 )
 
 
+# ---- parallel runs (pytest-xdist: `make test` runs -n TEST_WORKERS --dist loadgroup; docs/testing.md) ----------
+
+# Tests that take seconds each: started first in a parallel run, so that no long one is left running alone at the
+# end, and left out of `make test-fast`. Elsewhere a test says so with @pytest.mark.slow.
+SLOW_PATHS = (
+    "tests/e2e/",
+    "tests/fuzz/",
+    "tests/reliability/",
+    "tests/integration/test_matcher_concurrency.py",
+    "tests/integration/test_claim_lanes.py",
+)
+# Tests whose outcome depends on getting the CPU on time (engines on scaled real time, leases and claim windows of
+# a few seconds): they run one at a time, all on one worker (the xdist group "realtime"), while the other workers
+# run the rest. Elsewhere a test says so with @pytest.mark.realtime.
+REALTIME_PATHS = ("tests/e2e/", "tests/integration/test_claim_lanes.py")
+
+
+def _parallel_marks(items: list[pytest.Item]) -> None:
+    """Marks slow and realtime tests, groups the realtime ones, and puts them first: the realtime group (one long
+    chain on one worker), then the other slow tests, then the rest (a stable sort: modules stay together)."""
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith(SLOW_PATHS) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+        if path.startswith(REALTIME_PATHS) and not item.get_closest_marker("realtime"):
+            item.add_marker(pytest.mark.realtime)
+        if item.get_closest_marker("realtime") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group("realtime"))
+    items.sort(key=lambda item: 0 if item.get_closest_marker("realtime") else 1 if item.get_closest_marker("slow") else 2)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--dynamodb",
@@ -91,6 +127,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "dynamodb_engines: also runs on DynamoDB Local (pytest --dynamodb=local)",
         "dynamodb_local_only: runs only on DynamoDB Local (pytest --dynamodb=local)",
         "moto_only(reason): relies on moto's own behaviour; skipped on DynamoDB Local with the reason",
+        "slow: takes seconds: runs first in a parallel run, left out of `make test-fast` (SLOW_PATHS)",
+        "realtime: fails when starved of CPU (real-time waits): one at a time on one worker (REALTIME_PATHS)",
     ):
         config.addinivalue_line("markers", line)
 
@@ -107,7 +145,9 @@ def _moto_only_reason(item: pytest.Item) -> str | None:
     return MOTO_ONLY.get(node) or MOTO_ONLY.get(node.split("::", 1)[0])
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _parallel_marks(items)
     local = engine_of(config) == "local"
     selected, deselected = [], []
     for item in items:
@@ -196,8 +236,9 @@ class Topics:
 @pytest.fixture
 def aws(dynamodb_engine: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """moto for every AWS service; on a DynamoDB Local run, DynamoDB (and its streams) go to DynamoDB Local:
-    every client made during the test reads its endpoint from the environment. The shared in-memory database
-    is emptied before and after each test, so tests never see each other's tables or items."""
+    every client made during the test reads its endpoint from the environment. This process's in-memory database
+    (one per pytest-xdist worker) is emptied before and after each test, so tests never see each other's tables
+    or items."""
     if dynamodb_engine != "local":
         with mock_aws(config=MOTO_CONFIG):
             yield

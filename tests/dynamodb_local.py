@@ -65,7 +65,8 @@ def client(service: str = "dynamodb", **config: Any) -> Any:
 
 
 def delete_all_tables(db: Any) -> list[str]:
-    """Delete every table of the (shared, in-memory) DynamoDB Local database; returns their names."""
+    """Delete every table of this test process's DynamoDB Local database (one per access key id: see
+    ``worker_access_key``); returns their names."""
     names: list[str] = []
     kwargs: dict[str, Any] = {}
     while True:
@@ -77,6 +78,16 @@ def delete_all_tables(db: Any) -> list[str]:
     for name in names:
         db.delete_table(TableName=name)
     return names
+
+
+def worker_access_key(worker: str | None) -> str:
+    """The access key id of a test process: "testing", or "testinggw0", "testinggw1"... for pytest-xdist workers
+    (DynamoDB Local refuses a key id with anything but letters and digits).
+
+    DynamoDB Local runs without -sharedDb (scripts/with-dynamodb-local), so it keeps one database per access key
+    id and region: each worker has its own tables, streams and items, and deleting every table around a test
+    (the ``aws`` fixture) touches only its own. moto ignores the key (every key is its default account)."""
+    return "testing" + "".join(c for c in worker if c.isalnum()) if worker else "testing"
 
 
 def moto_dynamodb_tables() -> list[str]:
