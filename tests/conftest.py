@@ -91,11 +91,15 @@ SLOW_PATHS = (
     "tests/reliability/",
     "tests/integration/test_matcher_concurrency.py",
     "tests/integration/test_claim_lanes.py",
+    "tests/board/test_browser.py",
 )
 # Tests whose outcome depends on getting the CPU on time (engines on scaled real time, leases and claim windows of
 # a few seconds): they run one at a time, all on one worker (the xdist group "realtime"), while the other workers
 # run the rest. Elsewhere a test says so with @pytest.mark.realtime.
 REALTIME_PATHS = ("tests/e2e/", "tests/integration/test_claim_lanes.py")
+# Modules whose tests share an expensive module-scoped fixture (a local stack, a browser): all on one worker, so it
+# is started once (xdist group = the module's path). Elsewhere: @pytest.mark.xdist_group("a name").
+MODULE_GROUPS = ("tests/board/test_browser.py",)
 
 
 def _parallel_marks(items: list[pytest.Item]) -> None:
@@ -107,9 +111,32 @@ def _parallel_marks(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if path.startswith(REALTIME_PATHS) and not item.get_closest_marker("realtime"):
             item.add_marker(pytest.mark.realtime)
+        if path in MODULE_GROUPS and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(path))
         if item.get_closest_marker("realtime") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group("realtime"))
     items.sort(key=lambda item: 0 if item.get_closest_marker("realtime") else 1 if item.get_closest_marker("slow") else 2)
+
+
+def _xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """What pytest-xdist's worker does for --dist loadgroup (a test's group is the part of its id after "@"), done
+    here: xdist 3.8.0 sets ``item._nodeid``, which pytest 9.2 no longer reads (it keeps a structured ``_id``), so
+    every xdist_group mark was ignored (checked: two tests of one group ran on two workers)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+        if names and item.nodeid.rfind("@") <= item.nodeid.rfind("]"):
+            _set_nodeid(item, f"{item.nodeid}@{'_'.join(names)}")
+
+
+def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
+    try:
+        from _pytest.nodeid import coerce_node_id  # pytest >= 9.2
+    except ImportError:  # pragma: no cover - older pytest reads _nodeid
+        item._nodeid = nodeid
+    else:
+        item._id = coerce_node_id(nodeid)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -167,6 +194,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             deselected.append(item)
     if not local:
+        _xdist_groups(config, items)
         return
     if deselected:
         config.hook.pytest_deselected(items=deselected)
@@ -175,6 +203,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if reason:
         for item in items:
             item.add_marker(pytest.mark.skip(reason=reason))
+    _xdist_groups(config, items)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
