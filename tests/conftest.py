@@ -92,14 +92,16 @@ SLOW_PATHS = (
     "tests/integration/test_matcher_concurrency.py",
     "tests/integration/test_claim_lanes.py",
     "tests/board/test_browser.py",
+    "tests/build/",
 )
 # Tests whose outcome depends on getting the CPU on time (engines on scaled real time, leases and claim windows of
 # a few seconds): they run one at a time, all on one worker (the xdist group "realtime"), while the other workers
 # run the rest. Elsewhere a test says so with @pytest.mark.realtime.
 REALTIME_PATHS = ("tests/e2e/", "tests/integration/test_claim_lanes.py")
-# Modules whose tests share an expensive module-scoped fixture (a local stack, a browser): all on one worker, so it
-# is started once (xdist group = the module's path). Elsewhere: @pytest.mark.xdist_group("a name").
-MODULE_GROUPS = ("tests/board/test_browser.py",)
+# Modules (or folders) whose tests share an expensive module- or session-scoped fixture (a local stack, a browser,
+# a `sam build`): all on one worker, so it is made once (xdist group = the entry). Elsewhere:
+# @pytest.mark.xdist_group("a name").
+MODULE_GROUPS = ("tests/board/test_browser.py", "tests/build/")
 
 
 def _parallel_marks(items: list[pytest.Item]) -> None:
@@ -111,8 +113,9 @@ def _parallel_marks(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
         if path.startswith(REALTIME_PATHS) and not item.get_closest_marker("realtime"):
             item.add_marker(pytest.mark.realtime)
-        if path in MODULE_GROUPS and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(path))
+        group = next((entry for entry in MODULE_GROUPS if path.startswith(entry)), None)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("realtime") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group("realtime"))
     items.sort(key=lambda item: 0 if item.get_closest_marker("realtime") else 1 if item.get_closest_marker("slow") else 2)
