@@ -47,6 +47,7 @@ test-moto: venv
 test-dynamodb-local: venv
 	scripts/with-dynamodb-local $(PY) -m pytest -q $(XDIST) --dynamodb=local $(PYTEST_ARGS)
 
+.PHONY: test-fast
 test-fast: venv
 	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
