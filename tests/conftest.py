@@ -100,7 +100,8 @@ SLOW_PATHS = (
 REALTIME_PATHS = ("tests/e2e/", "tests/integration/test_claim_lanes.py", "tests/reliability/test_sns_failures.py")
 # While a parallel run's other tests run, they yield the CPU to the realtime ones: niceness 10 for the test and what
 # it starts, back to 0 after it. Only where the process may lower its niceness again (root, as CI runs).
-BACKGROUND_NICENESS = 10
+# TEST_NICENESS=0 turns it off (on a machine shared with other jobs, niced workers yield to those jobs too).
+BACKGROUND_NICENESS = int(os.environ.get("TEST_NICENESS", "10"))
 # Modules (or folders) whose tests share an expensive module- or session-scoped fixture (a local stack, a browser,
 # a `sam build`): all on one worker, so it is made once (xdist group = the entry). Elsewhere:
 # @pytest.mark.xdist_group("a name").
@@ -150,7 +151,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """In a parallel run, a test that is not realtime runs at a lower priority (and so do the emulators and engines
     it starts): measured under load, realtime tests starved of the CPU by the other workers failed (the e2e overload
     test served 2 tasks instead of more than 10)."""
-    if not (os.environ.get("PYTEST_XDIST_WORKER") and hasattr(os, "geteuid") and os.geteuid() == 0) \
+    if not (BACKGROUND_NICENESS and os.environ.get("PYTEST_XDIST_WORKER") and hasattr(os, "geteuid")
+            and os.geteuid() == 0) \
             or item.get_closest_marker("realtime"):
         return (yield)
     os.setpriority(os.PRIO_PROCESS, 0, BACKGROUND_NICENESS)
