@@ -120,11 +120,13 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
     from werkzeug.serving import make_server
 
     from local.fault_server import FaultyApp
+    from local.index_reads import patch_index_reads
     from local.moto_patches import patch_comparisons, patch_transactions
 
     if fast_transactions:
         patch_transactions()
         patch_comparisons()
+        patch_index_reads()
     try:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler as handler
     except ImportError:  # pragma: no cover

@@ -132,10 +132,10 @@ def patch_comparisons() -> Callable[[], None]:
     computed once per item (numbers as Decimal, strings as str -- the same order as DynamoDB's UTF-8 bytes --
     binaries as bytes), and string equality without the cast, cost a fraction of that. Returns the undo.
     """
-    from decimal import Decimal, InvalidOperation
-
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import Table
+
+    from local.table_index import order_key as native
 
     original_all, original_sorted = Table.all_items, Table.sorted_items
     original_eq, original_ne = DynamoType.__eq__, DynamoType.__ne__
@@ -149,21 +149,6 @@ def patch_comparisons() -> Callable[[], None]:
         if self.type == "S" and getattr(other, "type", None) == "S":
             return bool(self.value != other.value)
         return bool(original_ne(self, other))
-
-    def native(value: Any) -> tuple[Any, ...]:
-        if value is None:
-            return (0,)
-        kind, raw = value.type, value.value
-        if kind == "N":
-            try:
-                return (1, Decimal(raw))
-            except InvalidOperation:
-                return (5, str(raw))
-        if kind == "S":
-            return (2, raw)
-        if kind == "B":
-            return (3, raw if isinstance(raw, bytes) else str(raw).encode())
-        return (4, str(raw))
 
     def all_items(self: Any) -> list[Any]:
         items: list[Any] = []

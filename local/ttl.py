@@ -53,13 +53,26 @@ class TtlRegistry:
             return True
 
 
+def pause_after(sweep_seconds: float, interval: float, pace: float) -> float:
+    """How long the sweeper waits after a sweep: ``interval``, or ``pace`` times what the sweep took if longer.
+
+    Why: a sweep is a Scan of the whole table (DynamoDB has no index on TTL), and the embedded emulator serves one
+    request at a time. A 100,000-item table takes the emulator about half a second to scan: swept every second,
+    TTL alone would hold it half the time, and every client (the board, the functions) would wait behind it. Paced,
+    the sweeper's share stays under 1 / (1 + pace) whatever the table's size; a small table is still swept every
+    ``interval``. TTL only gets later on a big table -- DynamoDB's own is late by up to days."""
+    return max(interval, pace * sweep_seconds)
+
+
 class TtlSweeper:
     """DynamoDB TTL, late: items whose TTL attribute (epoch seconds) is more than ``lateness`` seconds in
     the past are deleted (conditionally, so an item updated meanwhile is left alone); the keys are
-    registered first so the stream's REMOVE records carry the TTL service identity."""
+    registered first so the stream's REMOVE records carry the TTL service identity. Sweeps are ``interval``
+    apart, or ``pace`` times as long as the last sweep took (``pause_after``)."""
 
     def __init__(self, ddb: Any, table: str, key_names: list[str], attribute: str, registry: TtlRegistry,
-                 lateness: float = 2.0, interval: float = 1.0, now: Callable[[], float] = time.time) -> None:
+                 lateness: float = 2.0, interval: float = 1.0, now: Callable[[], float] = time.time,
+                 pace: float = 4.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.ddb = ddb
         self.now = now  # the functions' time, which wrote the TTL attributes (a scaled clock: local/sandbox.py)
         self.table = table
@@ -68,7 +81,11 @@ class TtlSweeper:
         self.registry = registry
         self.lateness = lateness
         self.interval = interval
+        self.pace = pace
         self.deleted = 0
+        self.sweeps = 0
+        self.last_sweep_seconds = 0.0
+        self._clock = clock
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"ttl-{table}", daemon=True)
 
@@ -109,10 +126,15 @@ class TtlSweeper:
         return deleted
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        pause = self.interval
+        while not self._stop.wait(pause):
+            started = self._clock()
             try:
                 self.sweep()
             except Exception as exc:  # noqa: BLE001 - logged; the next sweep retries
                 if self._stop.is_set():
                     return
                 log.warning("TTL sweep failed: %s", exc)
+            self.sweeps += 1
+            self.last_sweep_seconds = self._clock() - started
+            pause = pause_after(self.last_sweep_seconds, self.interval, self.pace)
