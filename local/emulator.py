@@ -121,12 +121,13 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
 
     from local.fault_server import FaultyApp
     from local.index_reads import patch_index_reads
-    from local.moto_patches import patch_comparisons, patch_transactions
+    from local.moto_patches import patch_comparisons, patch_stream_records, patch_transactions
 
     if fast_transactions:
         patch_transactions()
         patch_comparisons()
         patch_index_reads()
+        patch_stream_records()
     try:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler as handler
     except ImportError:  # pragma: no cover
