@@ -4,7 +4,7 @@ and TaskStore.depth alone, and write bench/results-board.md.
 
 Two engines, one run each (the page and the code are the same; only the DynamoDB behind them differs):
 
-    .venv/bin/python bench/board_bench.py --engine local-stack --tasks 10000
+    .venv/bin/python bench/board_bench.py --engine local-stack --tasks 100000 --repeat 3
         `python -m local up` (the local stack, moto behind one lock) on a free port; the board found through its
         stack file, as `taskq board` finds it.
     scripts/with-dynamodb-local .venv/bin/python bench/board_bench.py --engine dynamodb-local --tasks 100000
@@ -159,12 +159,15 @@ def measure(board: Board, tasks: int, repeat: int) -> dict[str, Any]:
         url = url_of(server)
         say(f"timing GET {url} ({repeat} requests after one to warm up)")
         get(url)
+        load = os.getloadavg()[0]
         page = timed(lambda: get(url), repeat)
         counts = timed(lambda: store.depth("work"), repeat)
+        load = max(load, os.getloadavg()[0])
     finally:
         server.shutdown()
         server.server_close()
-    return {"tasks": tasks, "pending": depth.pending, "fill_s": fill_s, "page_s": page, "depth_s": counts}
+    return {"tasks": tasks, "pending": depth.pending, "fill_s": fill_s, "page_s": page, "depth_s": counts,
+            "load": load}
 
 
 def section(engine: str, result: dict[str, Any], command: str) -> str:
@@ -182,7 +185,8 @@ def section(engine: str, result: dict[str, Any], command: str) -> str:
         f"{max(depth):.3f} |",
         "",
         f"{len(page)} requests each, after one to warm up; queue `work` held {result['pending']:,} PENDING tasks "
-        f"(filled in {result['fill_s']:.0f} s through TaskStore.put_tasks, BatchWriteItem of 25).",
+        f"(filled in {result['fill_s']:.0f} s through TaskStore.put_tasks, BatchWriteItem of 25). The machine's load "
+        f"average (1 min) while timing: {result['load']:.1f} on {os.cpu_count()} cores (shared machine).",
         "",
     ])
 

@@ -133,7 +133,8 @@ class Read:
         table = self.table
         if hash_key is None or not _one_range_condition(range_conditions or [], comparison, table.range_key_attr):
             return None
-        order = index_of(table).order
+        index = index_of(table)
+        order = index.order
         partition = order_key(hash_key)
         lo, hi = order.bisect_key_left((partition,)), order.bisect_key_left((partition, TOP))
         start = self._start_position(order, [table.hash_key_attr, table.range_key_attr], None, forward, lo, hi)
@@ -144,11 +145,10 @@ class Read:
             if bound is None:
                 return None
             start = max(start, bound) if forward else min(start, bound)
-        largest = max((entry.size for entry in order.islice(lo, hi)), default=0)  # a hash's items: few
-        if largest > _result_size_limit():
+        if index.max_size > _result_size_limit():
             return None
         return self._page(order, start, lo, hi, forward, table.range_key_attr if comparison else None, comparison,
-                          range_objs, largest, None, None)
+                          range_objs, index.max_size, None, None)
 
     def scan(self, segments: Any) -> Page | None:
         order = index_of(self.table).order

@@ -151,6 +151,7 @@ class TableIndex:
         self.gsis = gsis
         self.order = SortedKeyList(key=attrgetter("key"))
         self.by_key: dict[tuple[Any, Any], Entry] = {}
+        self.max_size = 0  # the largest item ever put in the table (an upper bound for any of its pages)
 
     def refresh(self, hash_value: Any, range_value: Any, item: Any) -> None:
         """The item at this key is now ``item`` (an Item, or anything else for none)."""
@@ -165,6 +166,7 @@ class TableIndex:
         if isinstance(item, Item):
             entry = self.by_key[key] = Entry(item, key)
             self.order.add(entry)
+            self.max_size = max(self.max_size, entry.size)
             for gsi in self.gsis.values():
                 gsi.add(entry)
 
