@@ -9,7 +9,7 @@ served from this index (``local/index_reads.py``) cost what their page costs.
 How it stays right. An item enters, leaves or changes a table only
 1. through the table's item container (``table.items``): moto's put and delete, and ``wsgi_request.set_item``
    (index lag's look into the past, the item-size limit's undo, the transactions' rollback) -- the container is
-   replaced by dicts that report every placement and removal to the index (``attach``);
+   replaced by dicts that report every placement and removal to the index (``local/item_containers.py``);
 2. or in place, by moto's UpdateItem (an update expression changes the Item's attributes; a transaction's
    updates go through it too) -- ``patch_writes`` indexes the updated item again afterwards, also when the
    update failed halfway.
@@ -23,13 +23,14 @@ the same order ``moto_patches.patch_comparisons`` gives moto's own sorts.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from operator import attrgetter
 from typing import Any
 
 from sortedcontainers import SortedKeyList
+
+from local.item_containers import Items
 
 # Greater than every order_key (their first element is 0..5): a bisection bound "after every key starting so".
 TOP = (99,)
@@ -186,136 +187,6 @@ def _members(value: Any) -> list[tuple[Any, Any]]:
     return [(None, value)]
 
 
-class _Group(dict):  # type: ignore[type-arg]
-    """The range key -> Item dict of one hash value, reporting every change to the index."""
-
-    __slots__ = ("_index", "_hash")
-
-    def __init__(self, index: TableIndex, hash_value: Any, contents: Iterable[tuple[Any, Any]] = ()) -> None:
-        super().__init__(contents)
-        self._index = index
-        self._hash = hash_value
-
-    def __setitem__(self, range_value: Any, item: Any) -> None:
-        dict.__setitem__(self, range_value, item)
-        self._index.refresh(self._hash, range_value, item)
-
-    def __delitem__(self, range_value: Any) -> None:
-        dict.__delitem__(self, range_value)
-        self._index.refresh(self._hash, range_value, None)
-
-    def pop(self, range_value: Any, *default: Any) -> Any:
-        if dict.__contains__(self, range_value):
-            item = dict.pop(self, range_value)
-            self._index.refresh(self._hash, range_value, None)
-            return item
-        return dict.pop(self, range_value, *default)
-
-    def popitem(self) -> tuple[Any, Any]:
-        range_value, item = dict.popitem(self)
-        self._index.refresh(self._hash, range_value, None)
-        return range_value, item
-
-    def setdefault(self, range_value: Any, default: Any = None) -> Any:
-        if not dict.__contains__(self, range_value):
-            self[range_value] = default
-        return dict.__getitem__(self, range_value)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for range_value, item in dict(*args, **kwargs).items():
-            self[range_value] = item
-
-    def clear(self) -> None:
-        while self:
-            self.popitem()
-
-    def __ior__(self, other: Any) -> _Group:
-        self.update(other)
-        return self
-
-    def __copy__(self) -> dict[Any, Any]:
-        return dict(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[Any, Any]:
-        import copy
-
-        return {copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in dict.items(self)}
-
-    def __reduce__(self) -> Any:
-        return (dict, (dict(self),))
-
-
-class _Items(dict):  # type: ignore[type-arg]
-    """``table.items`` of an indexed table: hash -> Item (no range key) or hash -> _Group, like moto's
-    ``defaultdict(dict)`` (a missing hash reads as a new, empty group), reporting every change to the index."""
-
-    __slots__ = ("_index",)
-
-    def __init__(self, index: TableIndex) -> None:
-        super().__init__()
-        self._index = index
-
-    def __missing__(self, hash_value: Any) -> _Group:
-        group = _Group(self._index, hash_value)
-        dict.__setitem__(self, hash_value, group)
-        return group
-
-    def _adopt(self, hash_value: Any, value: Any) -> Any:
-        if isinstance(value, dict) and not (isinstance(value, _Group) and value._index is self._index):
-            return _Group(self._index, hash_value, dict.items(value))
-        return value
-
-    def __setitem__(self, hash_value: Any, value: Any) -> None:
-        old = dict.get(self, hash_value)
-        value = self._adopt(hash_value, value)
-        dict.__setitem__(self, hash_value, value)
-        self._index.replaced(hash_value, old, value)
-
-    def __delitem__(self, hash_value: Any) -> None:
-        old = dict.pop(self, hash_value)
-        self._index.replaced(hash_value, old, None)
-
-    def pop(self, hash_value: Any, *default: Any) -> Any:
-        if dict.__contains__(self, hash_value):
-            old = dict.pop(self, hash_value)
-            self._index.replaced(hash_value, old, None)
-            return old
-        return dict.pop(self, hash_value, *default)
-
-    def popitem(self) -> tuple[Any, Any]:
-        hash_value, old = dict.popitem(self)
-        self._index.replaced(hash_value, old, None)
-        return hash_value, old
-
-    def setdefault(self, hash_value: Any, default: Any = None) -> Any:
-        if not dict.__contains__(self, hash_value):
-            self[hash_value] = default
-        return dict.__getitem__(self, hash_value)
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for hash_value, value in dict(*args, **kwargs).items():
-            self[hash_value] = value
-
-    def clear(self) -> None:
-        while self:
-            self.popitem()
-
-    def __ior__(self, other: Any) -> _Items:
-        self.update(other)
-        return self
-
-    def __copy__(self) -> defaultdict[Any, Any]:
-        return defaultdict(dict, dict.items(self))
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> defaultdict[Any, Any]:
-        import copy
-
-        return defaultdict(dict, {copy.deepcopy(k, memo): copy.deepcopy(v, memo) for k, v in dict.items(self)})
-
-    def __reduce__(self) -> Any:
-        return (defaultdict, (dict, dict(self)))
-
-
 def _signature(table: Any) -> tuple[Any, ...]:
     return tuple((index.name, repr(index.schema), repr(index.projection)) for index in (table.global_indexes or []))
 
@@ -354,7 +225,7 @@ def _projected(table: Any, index: Any) -> frozenset[str] | None:
 def attach(table: Any) -> TableIndex:
     """Index ``table`` from its items and put the reporting container in place of ``table.items``."""
     index = TableIndex(_signature(table), _gsi_orders(table))
-    items = _Items(index)
+    items = Items(index)
     for hash_value, value in list(table.items.items()):
         dict.__setitem__(items, hash_value, items._adopt(hash_value, value))
     table.items = items
@@ -366,7 +237,7 @@ def attach(table: Any) -> TableIndex:
 def index_of(table: Any) -> TableIndex:
     """The table's index, attached (or attached again) if its container or its indexes are not those indexed."""
     items = table.items
-    if isinstance(items, _Items):
+    if isinstance(items, Items):
         index = items._index
         if index.signature == _signature(table) and index.epoch == _epoch[0]:
             return index
@@ -375,7 +246,7 @@ def index_of(table: Any) -> TableIndex:
 
 def attached(table: Any) -> TableIndex | None:
     items = getattr(table, "items", None)
-    return items._index if isinstance(items, _Items) else None
+    return items._index if isinstance(items, Items) else None
 
 
 def patch_writes() -> Callable[[], None]:
