@@ -84,7 +84,7 @@ def product_run(server: Emulator, matchers: int, agents: int, calls: int, seed: 
         commits = server.commits[commits_before:]
         checks = "passed"
         try:
-            replay(world)
+            replay(world, matchers)
             check_final_state(world)
         except AssertionError as exc:
             checks = f"FAILED: {exc}"

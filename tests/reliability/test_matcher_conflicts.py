@@ -66,7 +66,7 @@ def test_eight_matchers_with_conflicts_injected_give_no_agent_twice(server):
     seconds = time.monotonic() - started
     fault_report = server.fault_report()
     server.set_faults({})  # the checks read with faults off
-    replayed = replay(world)
+    replayed = replay(world, matchers=8)
     outcome = check_final_state(world)
     matched = sum(r.matched for r in reports)
     assert replayed["matches"] == matched == outcome["matched"] == replayed["agents_matched"]
