@@ -6,24 +6,30 @@ FIFO order, a page at a time, until every idle agent is spoken for or the calls 
 It plans the pairs in memory (``pairing.plan``: each call takes the head of its combination among the agents no
 older call took) and writes them several at a time, each TransactWriteItems taking calls PENDING -> SUCCESS and
 their agents queued -> busy, with the agents' entries deleted (``AgentStore.match_pairs``; up to 100 items). A call
-is never claimed: no claim write, no lease. A call no idle agent fits costs no write at all.
+is never claimed: no claim write, no lease. A call no idle agent fits costs no write at all. A transaction
+cancelled because the snapshot went stale (a hang-up, an agent going offline or not seen for
+AGENT_TIMEOUT_SECONDS: taken offline here) names the items that failed; the pass plans again without them, at most
+``max_match_retries`` times.
 
-Several matchers at once (MatcherConcurrency > 1, one claim lane each) read the same snapshot, so they plan the
-same pairs; each writes only the pairs whose call falls in its lane (``taskqueue.lanes``), so their transactions
-touch disjoint calls and agents. A transaction cancelled because a snapshot was stale (another matcher, a hang-up,
-an agent going offline or not seen for AGENT_TIMEOUT_SECONDS: taken offline here) names the items that failed;
-the pass plans again without them, at most ``max_match_retries`` times. A helper (a run that does not watch the
-queue) stops once no pair of the snapshot is its lane's; the watcher looks again while other lanes' pairs wait,
-and takes them over once they have waited (``lanes.claim_order``'s patience). Passes repeat while they match
-something and time is left; a pass without a match ends the run (no busy loop) as the wake-up handshake allows
-(``handshake.watch``): a newly available agent wakes the Matcher again through the agent table's stream.
-The reads of a pass are bounded in docs/matcher.md ("The bound").
+Several matchers at once (MatcherConcurrency > 1): the one that watches the queue (the wake-up handshake) reads
+and plans; the others (helpers) never read the snapshot. A helper takes part only when at least
+``helper_min_agents`` agents are idle (one COUNT query; fewer, the watcher writes them in a few transactions
+sooner than a helper could start). Then the watcher publishes its plan in chunks, one match transaction each
+(``store.matches.MatchPlans``), and every matcher of the pass, the watcher too, takes chunks with a conditional
+write and commits them: one plan, read once, written by all, disjoint by construction. The watcher leaves the
+pairs of chunks others took out of its next plans until they are committed or the plan expires.
+
+Passes repeat while they match something and time is left; a pass without a match ends the run (no busy loop) as
+the wake-up handshake allows (``handshake.watch``): a newly available agent wakes the Matcher again through the
+agent table's stream. The reads of a pass are bounded in docs/matcher.md ("The bound").
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -36,13 +42,19 @@ from taskqueue.clock import Clock, SystemClock
 from taskqueue.errors import InvalidAgentInput
 from taskqueue.handshake.watch import Lingering, Watch
 from taskqueue.pairing import Pair, Snapshot, Waiting
-from taskqueue.store import Candidate, TaskStore
+from taskqueue.store import Candidate, PlanHead, TaskStore
 
 logger = Logger(child=True)
 
-# The watcher, with only other matchers' pairs in sight, looks again after this long (they commit them meanwhile;
-# after the lanes' patience it takes over those still waiting). Each look reads the idle agents and a page of calls.
+# The watcher, with only pairs that other matchers took in sight, looks again after this long (they commit them
+# meanwhile). Each look reads the snapshot again.
 OTHERS_PAUSE_SECONDS = 0.5
+# A shared plan may be taken for this long; then the watcher plans its pairs again (a helper that took a chunk and
+# died leaves its calls and agents waiting no longer than this).
+PLAN_SECONDS = 10.0
+# A helper looks for a new plan this often, and stops after this long without one.
+PLAN_POLL_SECONDS = 0.2
+HELPER_PATIENCE_SECONDS = 3.0
 # Calls' agent queues and creation times remembered per execution environment (they never change): ~150 bytes each.
 _KEY_CACHE_LIMIT = 200_000
 # Waiting calls read (and their preferences fetched, one BatchGetItem) per step of a pass's walk.
@@ -71,7 +83,18 @@ class MatchReport:
 @dataclass
 class _Pass:
     matched: int = 0
-    others_pending: bool = False  # the plan had pairs, none of this matcher's lane
+    others_pending: bool = False  # pairs that other matchers took are not written yet
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """A chunk of a shared plan that another matcher took: its calls and agents stay out of the watcher's plans
+    until it is marked written or the plan expires."""
+
+    head: PlanHead
+    index: int
+    calls: frozenset[str]
+    agents: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -97,29 +120,35 @@ class Matcher:
         self._rng = rng or random.Random()
         self._settings = agents.settings
         self._known: dict[str, _Known] = {}
+        self._in_flight: list[_InFlight] = []  # chunks of this run's shared plans that other matchers took
 
     def run(self, budget_seconds: float) -> MatchReport:
         queue = self._settings.queue
         report = MatchReport(queue=queue)
         deadline = self._clock.monotonic() + budget_seconds
-        lanes = ClaimControl(self._tasks, queue, self._owner, self._clock, self._rng, _not_handled)
+        control = ClaimControl(self._tasks, queue, self._owner, self._clock, self._rng, _not_handled)
         # Producers (new calls, freed agents) count on the watcher to see what they write; it lingers before it stops.
         watch = Watch(self._tasks, queue, self._owner, self._clock, refused=_not_handled)
         report.watched = watch.begin()
-        if report.watched:  # one run per wake-up chain looks for calls a crashed run left TAKEN
-            self._recover_leases(queue)
-        elif not self._needed():  # a helper: the watcher alone writes a pass this small sooner
-            report.stopped_by = "not-needed"
-            report.shed = self._tasks.drain_shed().get(queue, 0)
-            return report
-        # Helpers take part: each matcher then writes the pairs of its claim lane. The watcher joins once it sees
-        # as many idle agents as make helpers take part (until then it writes every pair).
-        joined = not report.watched
-        if joined:
-            lanes.join(budget_seconds)
+        missed = False
+        if not report.watched:
+            self._help(report, control, deadline)
+        else:
+            self._recover_leases(queue)  # one run per wake-up chain looks for calls a crashed run left TAKEN
+            missed = self._watch(report, control, watch, deadline)
+        # Tail-call only when a call could still match now: time ran out, or lost races left agents behind.
+        report.work_remains = (report.stopped_by == "budget" and (missed or self._tasks.has_claimable(queue))) or (
+            report.stopped_by not in ("budget", "paused") and report.gave_up > 0
+        )
+        report.shed = self._tasks.drain_shed().get(queue, 0)
+        return report
+
+    def _watch(self, report: MatchReport, control: ClaimControl, watch: Watch, deadline: float) -> bool:
+        """The watcher's passes: read, plan, write (or share), until a pass matches nothing and the handshake
+        lets it stop, or time runs out. ``True`` if work may have arrived that its looks did not see."""
+        queue = self._settings.queue
         lingering = Lingering(watch, self._clock, self._tasks.settings.worker_linger_seconds)
         look_started_ms: int | None = None
-        missed = False
         first = True
         try:
             while True:
@@ -127,7 +156,7 @@ class Matcher:
                 if left <= 0:
                     report.stopped_by = "budget"
                     break
-                if lanes.paused_now():
+                if control.paused_now():
                     report.stopped_by = "paused"
                     break
                 watch.keep()
@@ -140,16 +169,10 @@ class Matcher:
                         break
                     continue
                 report.passes += 1
-                if not joined and len(snapshot.agents) >= self._settings.helper_min_agents:
-                    joined = True
-                    lanes.join(max(0.0, deadline - self._clock.monotonic()))
-                done = self._pass(snapshot, lanes, report, deadline)
+                done = self._pass(snapshot, report, deadline)
                 if done.matched:
                     continue
-                if done.others_pending:  # only other lanes' pairs: theirs to write
-                    if not watch.watching:
-                        report.stopped_by = "no-progress"
-                        break
+                if done.others_pending:  # only pairs other matchers took: theirs to write
                     self._clock.sleep(min(max(0.0, deadline - self._clock.monotonic()), OTHERS_PAUSE_SECONDS))
                     continue
                 # No call could match now: wait for a write (a new call, an agent freed), then stop as allowed.
@@ -157,20 +180,41 @@ class Matcher:
                     report.stopped_by = "no-progress"
                     break
         finally:
-            lanes.leave()
-            if report.stopped_by not in ("empty", "no-progress"):
-                missed = watch.end(look_started_ms)
-        # Tail-call only when a call could still match now: time ran out, or lost races left agents behind.
-        report.work_remains = (report.stopped_by == "budget" and (missed or self._tasks.has_claimable(queue))) or (
-            report.stopped_by not in ("budget", "paused") and report.gave_up > 0
-        )
-        report.shed = self._tasks.drain_shed().get(queue, 0)
-        return report
+            missed = report.stopped_by not in ("empty", "no-progress") and watch.end(look_started_ms)
+        return missed
+
+    def _help(self, report: MatchReport, control: ClaimControl, deadline: float) -> None:
+        """A helper: when enough agents are idle, take chunks of the watcher's shared plans and write them, until no
+        new plan comes for HELPER_PATIENCE_SECONDS; else leave at once (``not-needed``)."""
+        if not self._needed():
+            report.stopped_by = "not-needed"
+            return
+        queue = self._settings.queue
+        done: set[str] = set()
+        waiting_since = self._clock.monotonic()
+        while True:
+            if self._clock.monotonic() >= deadline:
+                report.stopped_by = "budget"
+                return
+            head = self._tasks.read_plan(queue)
+            if head is not None and head.plan_id not in done and head.expires_ms > self._clock.now_ms():
+                if control.paused_now():
+                    report.stopped_by = "paused"
+                    return
+                done.add(head.plan_id)
+                report.passes += 1
+                self._work_plan(head, report, deadline)
+                waiting_since = self._clock.monotonic()
+                continue
+            if self._clock.monotonic() - waiting_since >= HELPER_PATIENCE_SECONDS:
+                report.stopped_by = "no-progress"
+                return
+            self._clock.sleep(PLAN_POLL_SECONDS)
 
     def _needed(self) -> bool:
         """Whether a helper takes part: at least MATCH_HELPER_MIN_AGENTS agents idle (one COUNT query of the
-        everyone partition). Below that the watcher matches them in a few transactions, and a helper would first
-        have to read the whole snapshot (every idle agent, the waiting calls) to write its share."""
+        everyone partition). Below that the watcher writes them in a few transactions, sooner than a helper could
+        start."""
         minimum = self._settings.helper_min_agents
         return minimum == 0 or self._agents.depth(matching.everyone_key(self._settings.attributes)) >= minimum
 
@@ -196,9 +240,7 @@ class Matcher:
             return None
         pool = matching.IdlePool(agents, self._settings.agent_order)
         waiting: list[Waiting] = []
-        walked = 0
         for page in _pages(itertools.islice(itertools.chain([head], calls), self._settings.calls_per_pass), _WALK_PAGE):
-            walked += len(page)
             self._learn(page, report)
             for candidate in page:
                 known = self._known.get(candidate.task_id)
@@ -209,22 +251,21 @@ class Matcher:
                     report.no_agent += 1  # no idle agent fits it now: it keeps waiting, untouched
             if pool.empty:
                 break
-        complete = pool.empty or walked < self._settings.calls_per_pass
-        return Snapshot(tuple(waiting), agents, complete)
+        return Snapshot(tuple(waiting), agents)
 
-    def _pass(self, snapshot: Snapshot, lanes: ClaimControl, report: MatchReport, deadline: float) -> _Pass:
-        """Plan the snapshot's pairs, write this matcher's share in transactions of up to 100 items, and plan again
-        without what a cancelled transaction names as gone."""
-        state = _Pass()
+    def _pass(self, snapshot: Snapshot, report: MatchReport, deadline: float) -> _Pass:
+        """Plan the snapshot's pairs and write them: alone, in transactions of up to 100 items, planning again
+        without what a cancelled transaction names as gone; or, when helpers may be there, as a shared plan."""
+        snapshot, held = self._without_in_flight(snapshot)
+        state = _Pass(others_pending=held)
         attempt = 0
         while True:
             pairs = pairing.plan(snapshot, self._settings.agent_order)
-            mine = self._mine(pairs, lanes)
-            state.others_pending = bool(pairs) and not mine
-            if not mine:
-                return state
+            chunks = pairing.transactions(pairs)
+            if len(chunks) > 1 and len(snapshot.agents) >= self._settings.helper_min_agents:
+                return self._share(chunks, report, deadline, state)
             cancelled: tuple[list[Pair], PairsResult] | None = None
-            for chunk in pairing.transactions(mine):
+            for chunk in chunks:
                 if self._clock.monotonic() >= deadline:
                     return state
                 result = self._agents.match_pairs(chunk)
@@ -237,25 +278,96 @@ class Matcher:
             if cancelled is None:
                 return state
             chunk, result = cancelled
-            assert result.lost is not None
-            report.conflicts += 1
-            report.lost += len(result.lost.calls)
-            self._retire_unseen(chunk, result.lost.agents, report)
-            snapshot = snapshot.without(result.lost.calls, result.lost.agents)
-            logger.debug("a match transaction lost a race", extra={"reasons": result.reasons[:20]})
+            lost = self._lost(chunk, result, report)
+            snapshot = snapshot.without(lost.calls, lost.agents)
             attempt += 1
             if attempt > self._settings.max_match_retries:
-                left = self._mine(pairing.plan(snapshot, self._settings.agent_order), lanes)
-                report.gave_up += len(left)
+                report.gave_up += len(pairing.plan(snapshot, self._settings.agent_order))
                 return state
-            if not result.lost.named:  # the request met another transaction as a whole: back off, then the same plan
-                self._clock.sleep(self._rng.uniform(0, self._settings.retry_base_ms * 2 ** (attempt - 1)) / 1000)
+            if not lost.named:  # the request met another transaction as a whole: back off, then the same plan
+                self._backoff(attempt)
 
-    def _mine(self, pairs: Sequence[Pair], lanes: ClaimControl) -> list[Pair]:
-        """The pairs this matcher writes, in plan order: those whose call is in its claim lane (all of them when it
-        matches alone), or other lanes' that have waited past the lanes' patience."""
-        chosen = {c.task_id for c in lanes.plan([p.call for p in pairs])}
-        return [p for p in pairs if p.call.task_id in chosen]
+    def _share(self, chunks: Sequence[list[Pair]], report: MatchReport, deadline: float, state: _Pass) -> _Pass:
+        """Publish the plan for the helpers and write chunks of it like them; remember the pairs of the chunks
+        others took as in flight, so that the next plans leave them out until they are written or the plan expires."""
+        queue = self._settings.queue
+        head = PlanHead(f"{self._owner}#{uuid.uuid4().hex[:12]}", len(chunks), self._clock.now_ms() + int(PLAN_SECONDS * 1000))
+        self._tasks.publish_plan(queue, head, [pairing.encode_chunk(c) for c in chunks])
+        before = report.matched
+        taken = self._work_plan(head, report, deadline, start=0)  # the oldest calls' chunks first
+        self._in_flight += [_InFlight(head, index, frozenset(p.call.task_id for p in chunk),
+                                      frozenset(p.head.agent_id for p in chunk))
+                            for index, chunk in enumerate(chunks) if index not in taken]
+        state.matched += report.matched - before
+        state.others_pending = state.others_pending or len(taken) < len(chunks)
+        return state
+
+    def _work_plan(self, head: PlanHead, report: MatchReport, deadline: float, start: int | None = None) -> set[int]:
+        """Take chunks of a shared plan, from ``start`` on (a helper: a place of its own, so that matchers spread
+        over the chunks), and write each; the indices taken."""
+        queue = self._settings.queue
+        if start is None:
+            start = int.from_bytes(hashlib.blake2b(self._owner.encode(), digest_size=4).digest(), "big") % head.chunks
+        taken: set[int] = set()
+        for step in range(head.chunks):
+            if self._clock.monotonic() >= deadline:
+                break
+            index = (start + step) % head.chunks
+            text = self._tasks.take_chunk(queue, head, index, self._owner)
+            if text is None:
+                continue  # another matcher's, or a newer plan replaced it
+            taken.add(index)
+            self._write_chunk(pairing.decode_chunk(text, queue), report)
+            self._tasks.finish_chunk(queue, head, index)
+        return taken
+
+    def _write_chunk(self, chunk: list[Pair], report: MatchReport) -> None:
+        """One chunk of a shared plan: on a cancelled transaction, the pairs that failed are left out and the rest
+        written again (the plan is shared: planning again here could take what other matchers write)."""
+        attempt = 0
+        while chunk:
+            result = self._agents.match_pairs(chunk)
+            if result.committed:
+                self._record(result, report)
+                return
+            lost = self._lost(chunk, result, report)
+            chunk = [p for p in chunk if p.call.task_id not in lost.calls and p.head.agent_id not in lost.agents]
+            attempt += 1
+            if attempt > self._settings.max_match_retries:
+                report.gave_up += len(chunk)
+                return
+            if not lost.named:
+                self._backoff(attempt)
+
+    def _lost(self, chunk: Sequence[Pair], result: PairsResult, report: MatchReport) -> pairing.Lost:
+        """Count a cancelled match transaction; agents of it not seen lately are taken offline."""
+        assert result.lost is not None
+        report.conflicts += 1
+        report.lost += len(result.lost.calls)
+        self._retire_unseen(chunk, result.lost.agents, report)
+        logger.debug("a match transaction lost a race", extra={"reasons": result.reasons[:20]})
+        return result.lost
+
+    def _backoff(self, attempt: int) -> None:
+        self._clock.sleep(self._rng.uniform(0, self._settings.retry_base_ms * 2 ** (attempt - 1)) / 1000)
+
+    def _without_in_flight(self, snapshot: Snapshot) -> tuple[Snapshot, bool]:
+        """The snapshot less the calls and agents of chunks other matchers took and have not marked written (until
+        their plan expires), and whether any of them was still there. Read the chunks' marks (one BatchGetItem per
+        plan) only when the snapshot still shows some of their pairs."""
+        now = self._clock.now_ms()
+        self._in_flight = [f for f in self._in_flight if f.head.expires_ms > now]
+        calls = {w.call.task_id for w in snapshot.waiting}
+        agents = {a.agent_id for a in snapshot.agents}
+        if not any(f.calls & calls or f.agents & agents for f in self._in_flight):
+            self._in_flight = []
+            return snapshot, False
+        done = {head.plan_id: self._tasks.chunks_done(self._settings.queue, head)
+                for head in {f.head for f in self._in_flight}}
+        self._in_flight = [f for f in self._in_flight if f.index not in done[f.head.plan_id]]
+        held_calls = calls & {c for f in self._in_flight for c in f.calls}
+        held_agents = agents & {a for f in self._in_flight for a in f.agents}
+        return snapshot.without(held_calls, held_agents), bool(held_calls or held_agents)
 
     def _record(self, result: PairsResult, report: MatchReport) -> None:
         report.transactions += 1

@@ -8,15 +8,15 @@ A pass reads a *snapshot*: the idle agents (one strongly consistent query) and t
 TransactWriteItems (``transactions``: up to 100 items; a pair writes its call, its agent and each of the agent's
 entries), so a match costs a share of one request instead of a head read, a claim and a transaction of its own.
 
-With several matchers at once, each commits only the pairs whose call falls in its claim lane (``taskqueue.lanes``):
-matchers that read the same snapshot compute the same plan, so their pairs are disjoint in calls and in agents and
-their transactions never meet. A matcher whose snapshot is stale (another committed meanwhile) may plan an agent
-that is gone: its transaction is cancelled, ``lost_in`` names the items that failed, and the plan is made again
-without them (``Snapshot.without``), no new read needed.
+A transaction cancelled because the snapshot went stale (a hang-up, an agent gone offline) names the items that
+failed (``lost_in``) and the plan is made again without them (``Snapshot.without``), no new read needed: taking
+pairs out of a snapshot leaves the plan of the others as it was. With several matchers, one plan is shared: its
+chunks travel as text (``encode_chunk``) and each is written by the matcher that takes it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -58,13 +58,12 @@ class Snapshot:
 
     waiting: tuple[Waiting, ...]
     agents: tuple[IdleAgent, ...]
-    complete: bool = True  # False: the walk stopped at its limit (MATCH_CALLS_PER_PASS) with agents not spoken for
 
     def without(self, calls: Iterable[str] = (), agents: Iterable[str] = ()) -> Snapshot:
         """The snapshot less calls (by task id) and agents (by agent id) that were matched or lost."""
         gone_calls, gone_agents = set(calls), set(agents)
         return Snapshot(tuple(w for w in self.waiting if w.call.task_id not in gone_calls),
-                        tuple(a for a in self.agents if a.agent_id not in gone_agents), self.complete)
+                        tuple(a for a in self.agents if a.agent_id not in gone_agents))
 
 
 def plan(snapshot: Snapshot, order: Order = Order.FIFO) -> list[Pair]:
@@ -130,3 +129,22 @@ def lost_in(chunk: Sequence[Pair], reasons: Sequence[str]) -> Lost:
         if any(reason in LOST_REASONS for reason in mine[1:]):
             agents.add(pair.head.agent_id)
     return Lost(frozenset(calls), frozenset(agents))
+
+
+def encode_chunk(chunk: Sequence[Pair]) -> str:
+    """One transaction's pairs as text, for a shared plan's chunk item (``store.matches.MatchPlans``): about
+    300 bytes a pair, so a chunk of 100 items stays far below DynamoDB's 400 KB item limit."""
+    return json.dumps([
+        [p.call.task_id, p.call.ready_sort, p.call.shard, p.call.ttl, p.call.not_before_ms, p.created_ms,
+         p.head.queue_key, p.head.sort, p.head.agent_id, p.head.name, p.head.available_ms, list(p.head.entries)]
+        for p in chunk
+    ], separators=(",", ":"))
+
+
+def decode_chunk(text: str, queue: str) -> list[Pair]:
+    """The pairs ``encode_chunk`` wrote, for a call queue ``queue``."""
+    pairs = []
+    for task_id, ready_sort, shard, ttl, not_before, created, key, sort, agent_id, name, available, entries in json.loads(text):
+        call = Candidate(ready_sort, task_id, queue, shard, ttl, not_before)
+        pairs.append(Pair(call, QueueHead(key, sort, agent_id, name, available, tuple(entries)), created))
+    return pairs
