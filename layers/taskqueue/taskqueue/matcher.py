@@ -26,10 +26,8 @@ agent table's stream. The reads of a pass are bounded in docs/matcher.md ("The b
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import random
-import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -42,19 +40,14 @@ from taskqueue.clock import Clock, SystemClock
 from taskqueue.errors import InvalidAgentInput
 from taskqueue.handshake.watch import Lingering, Watch
 from taskqueue.pairing import Pair, Snapshot, Waiting
-from taskqueue.store import Candidate, PlanHead, TaskStore
+from taskqueue.shared_plan import SharedPlan
+from taskqueue.store import Candidate, TaskStore
 
 logger = Logger(child=True)
 
 # The watcher, with only pairs that other matchers took in sight, looks again after this long (they commit them
 # meanwhile). Each look reads the snapshot again.
 OTHERS_PAUSE_SECONDS = 0.5
-# A shared plan may be taken for this long; then the watcher plans its pairs again (a helper that took a chunk and
-# died leaves its calls and agents waiting no longer than this).
-PLAN_SECONDS = 10.0
-# A helper looks for a new plan this often, and stops after this long without one.
-PLAN_POLL_SECONDS = 0.2
-HELPER_PATIENCE_SECONDS = 3.0
 # Calls' agent queues and creation times remembered per execution environment (they never change): ~150 bytes each.
 _KEY_CACHE_LIMIT = 200_000
 # Waiting calls read (and their preferences fetched, one BatchGetItem) per step of a pass's walk.
@@ -87,17 +80,6 @@ class _Pass:
 
 
 @dataclass(frozen=True)
-class _InFlight:
-    """A chunk of a shared plan that another matcher took: its calls and agents stay out of the watcher's plans
-    until it is marked written or the plan expires."""
-
-    head: PlanHead
-    index: int
-    calls: frozenset[str]
-    agents: frozenset[str]
-
-
-@dataclass(frozen=True)
 class _Known:
     key: str | None  # the agent queue a call's preferences name; None: invalid (dead-lettered)
     created_ms: int
@@ -120,12 +102,13 @@ class Matcher:
         self._rng = rng or random.Random()
         self._settings = agents.settings
         self._known: dict[str, _Known] = {}
-        self._in_flight: list[_InFlight] = []  # chunks of this run's shared plans that other matchers took
 
     def run(self, budget_seconds: float) -> MatchReport:
         queue = self._settings.queue
         report = MatchReport(queue=queue)
         deadline = self._clock.monotonic() + budget_seconds
+        # This run's side of the plans shared with other matchers; the chunks it writes count in its report.
+        self._shared = SharedPlan(self._tasks, queue, self._owner, self._clock, lambda chunk: self._write_chunk(chunk, report))
         control = ClaimControl(self._tasks, queue, self._owner, self._clock, self._rng, _not_handled)
         # Producers (new calls, freed agents) count on the watcher to see what they write; it lingers before it stops.
         watch = Watch(self._tasks, queue, self._owner, self._clock, refused=_not_handled)
@@ -184,32 +167,12 @@ class Matcher:
         return missed
 
     def _help(self, report: MatchReport, control: ClaimControl, deadline: float) -> None:
-        """A helper: when enough agents are idle, take chunks of the watcher's shared plans and write them, until no
-        new plan comes for HELPER_PATIENCE_SECONDS; else leave at once (``not-needed``)."""
+        """A helper: when enough agents are idle, take chunks of the watcher's shared plans and write them
+        (``shared_plan``); else leave at once (``not-needed``)."""
         if not self._needed():
             report.stopped_by = "not-needed"
             return
-        queue = self._settings.queue
-        done: set[str] = set()
-        waiting_since = self._clock.monotonic()
-        while True:
-            if self._clock.monotonic() >= deadline:
-                report.stopped_by = "budget"
-                return
-            head = self._tasks.read_plan(queue)
-            if head is not None and head.plan_id not in done and head.expires_ms > self._clock.now_ms():
-                if control.paused_now():
-                    report.stopped_by = "paused"
-                    return
-                done.add(head.plan_id)
-                report.passes += 1
-                self._work_plan(head, report, deadline)
-                waiting_since = self._clock.monotonic()
-                continue
-            if self._clock.monotonic() - waiting_since >= HELPER_PATIENCE_SECONDS:
-                report.stopped_by = "no-progress"
-                return
-            self._clock.sleep(PLAN_POLL_SECONDS)
+        report.stopped_by, report.passes = self._shared.help(deadline, control.paused_now)
 
     def _needed(self) -> bool:
         """Whether a helper takes part: at least MATCH_HELPER_MIN_AGENTS agents idle (one COUNT query of the
@@ -256,14 +219,17 @@ class Matcher:
     def _pass(self, snapshot: Snapshot, report: MatchReport, deadline: float) -> _Pass:
         """Plan the snapshot's pairs and write them: alone, in transactions of up to 100 items, planning again
         without what a cancelled transaction names as gone; or, when helpers may be there, as a shared plan."""
-        snapshot, held = self._without_in_flight(snapshot)
+        snapshot, held = self._shared.without_in_flight(snapshot)
         state = _Pass(others_pending=held)
         attempt = 0
         while True:
             pairs = pairing.plan(snapshot, self._settings.agent_order)
             chunks = pairing.transactions(pairs)
-            if len(chunks) > 1 and len(snapshot.agents) >= self._settings.helper_min_agents:
-                return self._share(chunks, report, deadline, state)
+            if len(chunks) > 1 and len(snapshot.agents) >= self._settings.helper_min_agents:  # helpers may be there
+                before = report.matched
+                state.others_pending |= self._shared.publish(chunks, deadline)
+                state.matched += report.matched - before
+                return state
             cancelled: tuple[list[Pair], PairsResult] | None = None
             for chunk in chunks:
                 if self._clock.monotonic() >= deadline:
@@ -286,40 +252,6 @@ class Matcher:
                 return state
             if not lost.named:  # the request met another transaction as a whole: back off, then the same plan
                 self._backoff(attempt)
-
-    def _share(self, chunks: Sequence[list[Pair]], report: MatchReport, deadline: float, state: _Pass) -> _Pass:
-        """Publish the plan for the helpers and write chunks of it like them; remember the pairs of the chunks
-        others took as in flight, so that the next plans leave them out until they are written or the plan expires."""
-        queue = self._settings.queue
-        head = PlanHead(f"{self._owner}#{uuid.uuid4().hex[:12]}", len(chunks), self._clock.now_ms() + int(PLAN_SECONDS * 1000))
-        self._tasks.publish_plan(queue, head, [pairing.encode_chunk(c) for c in chunks])
-        before = report.matched
-        taken = self._work_plan(head, report, deadline, start=0)  # the oldest calls' chunks first
-        self._in_flight += [_InFlight(head, index, frozenset(p.call.task_id for p in chunk),
-                                      frozenset(p.head.agent_id for p in chunk))
-                            for index, chunk in enumerate(chunks) if index not in taken]
-        state.matched += report.matched - before
-        state.others_pending = state.others_pending or len(taken) < len(chunks)
-        return state
-
-    def _work_plan(self, head: PlanHead, report: MatchReport, deadline: float, start: int | None = None) -> set[int]:
-        """Take chunks of a shared plan, from ``start`` on (a helper: a place of its own, so that matchers spread
-        over the chunks), and write each; the indices taken."""
-        queue = self._settings.queue
-        if start is None:
-            start = int.from_bytes(hashlib.blake2b(self._owner.encode(), digest_size=4).digest(), "big") % head.chunks
-        taken: set[int] = set()
-        for step in range(head.chunks):
-            if self._clock.monotonic() >= deadline:
-                break
-            index = (start + step) % head.chunks
-            text = self._tasks.take_chunk(queue, head, index, self._owner)
-            if text is None:
-                continue  # another matcher's, or a newer plan replaced it
-            taken.add(index)
-            self._write_chunk(pairing.decode_chunk(text, queue), report)
-            self._tasks.finish_chunk(queue, head, index)
-        return taken
 
     def _write_chunk(self, chunk: list[Pair], report: MatchReport) -> None:
         """One chunk of a shared plan: on a cancelled transaction, the pairs that failed are left out and the rest
@@ -350,24 +282,6 @@ class Matcher:
 
     def _backoff(self, attempt: int) -> None:
         self._clock.sleep(self._rng.uniform(0, self._settings.retry_base_ms * 2 ** (attempt - 1)) / 1000)
-
-    def _without_in_flight(self, snapshot: Snapshot) -> tuple[Snapshot, bool]:
-        """The snapshot less the calls and agents of chunks other matchers took and have not marked written (until
-        their plan expires), and whether any of them was still there. Read the chunks' marks (one BatchGetItem per
-        plan) only when the snapshot still shows some of their pairs."""
-        now = self._clock.now_ms()
-        self._in_flight = [f for f in self._in_flight if f.head.expires_ms > now]
-        calls = {w.call.task_id for w in snapshot.waiting}
-        agents = {a.agent_id for a in snapshot.agents}
-        if not any(f.calls & calls or f.agents & agents for f in self._in_flight):
-            self._in_flight = []
-            return snapshot, False
-        done = {head.plan_id: self._tasks.chunks_done(self._settings.queue, head)
-                for head in {f.head for f in self._in_flight}}
-        self._in_flight = [f for f in self._in_flight if f.index not in done[f.head.plan_id]]
-        held_calls = calls & {c for f in self._in_flight for c in f.calls}
-        held_agents = agents & {a for f in self._in_flight for a in f.agents}
-        return snapshot.without(held_calls, held_agents), bool(held_calls or held_agents)
 
     def _record(self, result: PairsResult, report: MatchReport) -> None:
         report.transactions += 1
