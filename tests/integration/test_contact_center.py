@@ -274,6 +274,47 @@ def test_timing_out_an_agent_of_98_combinations_fits_one_transaction(services, d
     assert store.get(call).status is TaskStatus.PENDING
 
 
+class ItemCounting:
+    """Records how many items each TransactWriteItems request carried."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.transactions: list[int] = []
+
+    def transact_write_items(self, **request: Any) -> Any:
+        self.transactions.append(len(request["TransactItems"]))
+        return self._client.transact_write_items(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.dynamodb_local_only
+def test_match_transactions_are_cut_at_100_items_which_dynamodb_local_enforces(services, dynamodb, store, clock):
+    """Three agents of 48 entries (a match writes 50 items each) and three calls: two matches fill one transaction of
+    exactly 100 items, the third goes in a second one. DynamoDB Local refuses 101 items, as DynamoDB does."""
+    attributes = ("a", "b", "c")
+    create_agent_table(dynamodb, "wide-agents", stream=False)
+    counting = ItemCounting(dynamodb)
+    agents = AgentStore(counting, MatchSettings(agent_table_name="wide-agents", attributes=attributes), store, clock)
+    for agent_id in ("ana", "bea", "cem"):
+        wide = parse_profile({"agentId": agent_id, "attributes": {"a": ["x"], "b": list("pqr"), "c": list("ghijk")}}, attributes)
+        assert agents.put_available(wide) is AgentOutcome.QUEUED
+        clock.advance(0.001)
+    calls = []
+    for _ in range(3):  # a millisecond apart: their FIFO order is the order made
+        calls += create_calls(store, clock.now_ms(), {"b": "p"})
+        clock.advance(0.001)
+    counting.transactions.clear()
+    report = Matcher(store, agents, owner="m", clock=clock).run(5)
+    assert report.matched == 3 and counting.transactions == [100, 50]
+    assert [store.get(c).result["agentId"] for c in calls] == ["ana", "bea", "cem"]
+    with pytest.raises(ClientError) as refused:  # the limit the cut keeps under
+        dynamodb.transact_write_items(TransactItems=[
+            {"Put": {"TableName": "wide-agents", "Item": {"pk": {"S": f"x{i}"}, "sk": {"S": "s"}}}} for i in range(101)])
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+
+
 # ---- the Matcher's reach: anywhere in the waiting calls -------------------------------------------------------
 
 class CountingClient:
