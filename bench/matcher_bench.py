@@ -52,7 +52,7 @@ def main() -> None:
             reports, elapsed = run_matchers(world, count)
             requests = server.requests - requests_before
             aborted = server.cancelled - cancelled_before
-            replay(world)
+            replay(world, count)
             check_final_state(world)
         matched = sum(r.matched for r in reports)
         assert aborted == sum(r.conflicts for r in reports), "every aborted transaction is a counted conflict"

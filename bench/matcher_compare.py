@@ -1,4 +1,4 @@
-"""The Matcher with 1, 4 and 8 concurrent matchers: the product against the seed's matcher, same callers.
+"""The Matcher with 1, 4, 8 and 16 concurrent matchers: the product against the seed's matcher, same callers.
 
 Both run on the serialized moto server (local/emulator.py, commit log on), each run on a fresh server
 with the same call center: ``--agents`` agents with mixed profiles and ``--calls`` callers with mixed
@@ -7,18 +7,19 @@ product runs its own Matcher through ``tests/matcher_load.run_matchers`` (one in
 started together); the seed port (``bench/seed_matcher.py``) runs as many threads, each with its own
 client, taking callers from one FIFO list.
 
-Per run: matches/s, requests per match (every DynamoDB request the matchers sent), lost claims per match
-(the product: claims of a call another matcher took first; the seed has none: SQS hands each caller to one
-consumer), aborted transactions per match, callers given up, and double assignments (an agent in two
+Per run: matches/s, requests per match (every DynamoDB request the matchers sent), calls lost per match
+(the product: calls that stopped waiting between a matcher's read and its transaction, another matcher's
+included; the seed has none: SQS hands each caller to one consumer), aborted transactions per match, callers given up, and double assignments (an agent in two
 committed matches, counted from the server's commit log). ``--meter`` also attaches the cost meter and
 reports write and read units per match.
 
-    .venv/bin/python bench/matcher_compare.py --design seed --matchers 1,4,8 --agents 60 --calls 150 --repeat 3
+    .venv/bin/python bench/matcher_compare.py --design both --matchers 1,4,8,16 --agents 60 --calls 150 --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
@@ -84,7 +85,7 @@ def product_run(server: Emulator, matchers: int, agents: int, calls: int, seed: 
         commits = server.commits[commits_before:]
         checks = "passed"
         try:
-            replay(world)
+            replay(world, matchers)
             check_final_state(world)
         except AssertionError as exc:
             checks = f"FAILED: {exc}"
@@ -92,6 +93,10 @@ def product_run(server: Emulator, matchers: int, agents: int, calls: int, seed: 
     result = _result("product", matchers, agents, calls, matched, elapsed, requests, aborted,
                      lost=sum(r.lost for r in reports), gave_up=sum(r.gave_up for r in reports),
                      doubles=double_assignments(commits), checks=checks)
+    # How many of the matchers wrote pairs (a helper leaves when too few agents are idle for it: not-needed), and
+    # how many matches each committed transaction held.
+    result.update(took_part=sum(1 for r in reports if r.stopped_by != "not-needed"),
+                  matches_per_transaction=matched / max(1, sum(r.transactions for r in reports)))
     if totals is not None:
         result.update(wcu_per_match=totals.write_units / max(1, matched), rcu_per_match=totals.read_units / max(1, matched))
     return result
@@ -129,7 +134,8 @@ def seed_run(server: Emulator, matchers: int, agents: int, calls: int, seed: int
         meter = CostMeter(server.client()) if meter_on else None
         queue = CallerQueue(list(callers))
         requests_before, cancelled_before, commits_before = server.requests, server.cancelled, len(server.commits)
-        barrier = threading.Barrier(matchers)
+        started: list[float] = []  # the moment every matcher has its client: the product's run_matchers times from it too
+        barrier = threading.Barrier(matchers, action=lambda: started.append(time.monotonic()))
 
         def one(index: int) -> SeedMatchReport:
             client = server.client()
@@ -145,10 +151,9 @@ def seed_run(server: Emulator, matchers: int, agents: int, calls: int, seed: int
                 outcome = matcher.match(caller[0], caller[1], report)
                 queue.done(caller if outcome == "gave-up" else None)
 
-        started = time.monotonic()
         with ThreadPoolExecutor(max_workers=matchers) as pool:
             reports = list(pool.map(one, range(matchers)))
-        elapsed = time.monotonic() - started
+        elapsed = time.monotonic() - started[0]
         requests = meter.totals.request_count if meter else server.requests - requests_before
         aborted = server.cancelled - cancelled_before
         commits = server.commits[commits_before:]
@@ -186,8 +191,10 @@ def _result(design: str, matchers: int, agents: int, calls: int, matched: int, e
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--design", choices=("product", "seed"), required=True)
-    parser.add_argument("--matchers", default="1,4,8", help="comma-separated matcher counts (one run each)")
+    parser.add_argument("--design", choices=("product", "seed", "both"), required=True,
+                        help="both: for each repetition and matcher count, a product run then a seed run (each design "
+                        "on its own server), so that a change in the machine's load falls on both alike")
+    parser.add_argument("--matchers", default="1,4,8,16", help="comma-separated matcher counts (one run each)")
     parser.add_argument("--agents", type=int, default=60)
     parser.add_argument("--calls", type=int, default=150)
     parser.add_argument("--seed", type=int, default=11)
@@ -195,15 +202,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--meter", action="store_true", help="one more 1-matcher run with the cost meter (units per match)")
     args = parser.parse_args(argv)
     common.quiet()
-    run = product_run if args.design == "product" else seed_run
-    with Emulator(record_transactions=True) as server:
+    designs = ("product", "seed") if args.design == "both" else (args.design,)
+    runs = {"product": product_run, "seed": seed_run}
+    with contextlib.ExitStack() as stack:
+        servers = {d: stack.enter_context(Emulator(record_transactions=True)) for d in designs}
         for repetition in range(args.repeat):
             for count in (int(n) for n in args.matchers.split(",")):
-                result = run(server, count, args.agents, args.calls, args.seed, False)
-                print(json.dumps({**result, "repetition": repetition}), flush=True)
+                for design in designs:
+                    result = runs[design](servers[design], count, args.agents, args.calls, args.seed, False)
+                    print(json.dumps({**result, "repetition": repetition}), flush=True)
         if args.meter:  # the meter's own reads slow the run down: its rate is not a figure
-            result = run(server, 1, args.agents, args.calls, args.seed, True)
-            print(json.dumps({**result, "repetition": "metered"}), flush=True)
+            for design in designs:
+                result = runs[design](servers[design], 1, args.agents, args.calls, args.seed, True)
+                print(json.dumps({**result, "repetition": "metered"}), flush=True)
 
 
 if __name__ == "__main__":

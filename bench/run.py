@@ -13,7 +13,8 @@ Runs, in this order (docs/benchmarks.md says what each figure means):
    units per task with a runner that keeps up (bench/lifo_runs.py idle), and with the runner saturated at 3x
    overload, which also gives freshness (bench/lifo_runs.py overload); product and seed at the same time,
    each on its own server, with the same arrivals;
-4. the Matcher with 1, 4 and 8 matchers, product then seed (bench/matcher_compare.py);
+4. the Matcher with 1, 4, 8 and 16 matchers, product and seed runs alternating, and 8 matchers with enough idle
+   agents that helpers take part (bench/matcher_compare.py);
 5. the scale model (bench/scale_model.py) on the measured per-partition units, and the dollar model
    (bench/dollars.py).
 
@@ -61,6 +62,8 @@ class Plan:
         self.scale = 1 / 15
         self.agents, self.calls = (20, 50) if quick else (60, 150)
         self.matcher_repeat = 1 if quick else 3
+        # Enough idle agents that helpers take part (MATCH_HELPER_MIN_AGENTS, 100): the shared plan at 8 matchers.
+        self.shared_agents, self.shared_calls = (120, 300) if quick else (300, 750)
         self.local_tasks, self.local_repeat = (30, 1) if quick else (100, 3)
         self.worker_tasks = 60 if quick else 150
 
@@ -70,7 +73,9 @@ class Plan:
             f"units, runner keeping up: {self.idle_tasks} tasks per run at 1 and 10 tasks/s, seeds {self.seeds}",
             f"overload: {self.overload_seconds:.0f} virtual s of arrivals at 3x the runner's capacity, TTL "
             f"{self.overload_ttl} s, clock scaled {self.scale:.4f} (15 virtual s = 1 real s), seeds {self.seeds}",
-            f"matcher: {self.agents} agents, {self.calls} callers, 1/4/8 matchers, {self.matcher_repeat} repetitions",
+            f"matcher: {self.agents} agents, {self.calls} callers, 1/4/8/16 matchers, {self.matcher_repeat} repetitions, "
+            f"product and seed runs alternating; with helpers taking part: {self.shared_agents} agents, "
+            f"{self.shared_calls} callers, 8 matchers, {self.matcher_repeat} repetitions",
             f"concurrent workers: a backlog of {self.worker_tasks} tasks, 1 and 8 worker invocations, seeds {self.seeds}",
             f"overhead: {self.local_tasks} tasks per run, {self.local_repeat} runs (after a warm-up run)",
         ]
@@ -167,12 +172,17 @@ def workers(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def matcher(plan: Plan) -> dict[str, list[dict[str, Any]]]:
-    out = {}
-    for design in ("product", "seed"):
-        proc = start([PY, "bench/matcher_compare.py", "--design", design, "--matchers", "1,4,8", "--agents",
-                      str(plan.agents), "--calls", str(plan.calls), "--repeat", str(plan.matcher_repeat), "--meter"])
-        out[design] = finish(proc, f"matcher runs ({design})")
-        say(f"  matcher runs of the {design}: {len(out[design])}")
+    """Product and seed runs alternate (--design both), so that a change of the machine's load falls on both."""
+    runs = finish(start([PY, "bench/matcher_compare.py", "--design", "both", "--matchers", "1,4,8,16", "--agents",
+                         str(plan.agents), "--calls", str(plan.calls), "--repeat", str(plan.matcher_repeat), "--meter"]),
+                  "matcher runs")
+    shared = finish(start([PY, "bench/matcher_compare.py", "--design", "both", "--matchers", "8", "--agents",
+                           str(plan.shared_agents), "--calls", str(plan.shared_calls), "--repeat", str(plan.matcher_repeat)]),
+                    "matcher runs with helpers taking part")
+    out = {design: [r for r in runs if r["design"] == design] for design in ("product", "seed")}
+    out |= {f"{design}@shared": [r for r in shared if r["design"] == design] for design in ("product", "seed")}
+    for design, found in out.items():
+        say(f"  matcher runs of the {design}: {len(found)}")
     return out
 
 
@@ -307,13 +317,23 @@ def build_table(r: dict[str, Any]) -> Table:
     t.add("completions / runner capacity", spread(sat["product"], "capacity_used"), spread(sat["seed"], "capacity_used"), seed_lifo)
     t.section("Matcher, same agents and callers (serialized moto server)")
     mr = r["matcher"]
-    for key, label, digits in (("matches_per_second", "matches/s", 1), ("requests_per_match", "requests per match", 1),
-                               ("lost_per_match", "lost claims per match", 2), ("aborted_per_match", "aborted transactions per match", 2),
-                               ("gave_up", "callers given up", 0), ("double_assignments", "double assignments", 0)):
-        for count in (1, 4, 8):
+    figures = (("matches_per_second", "matches/s", 1), ("requests_per_match", "requests per match", 2),
+               ("lost_per_match", "calls lost per match", 2), ("aborted_per_match", "aborted transactions per match", 2),
+               ("gave_up", "callers given up", 0), ("double_assignments", "double assignments", 0))
+    for key, label, digits in figures:
+        for count in (1, 4, 8, 16):
             p = [x for x in mr["product"] if x["matchers"] == count and x["repetition"] != "metered"]
             s = [x for x in mr["seed"] if x["matchers"] == count and x["repetition"] != "metered"]
             t.add(f"{label}, {count} matcher{'s' if count > 1 else ''}", spread(p, key), spread(s, key), "seed matcher port", digits)
+    for key, label, base, digits in (("matches_per_transaction", "matches per transaction, {} matchers", lambda n: 1.0, 1),
+                                     ("took_part", "matchers that wrote pairs, of {}", float, 0)):
+        for count in (1, 4, 8, 16):
+            p = [x for x in mr["product"] if x["matchers"] == count and x["repetition"] != "metered"]
+            t.add(label.format(count), spread(p, key), base(count), "seed matcher port", digits)
+    shared_agents = mr["product@shared"][0]["agents"] if mr["product@shared"] else 0
+    for key, label, digits in (*figures, ("took_part", "matchers that wrote pairs", 0)):
+        t.add(f"{label}, 8 matchers, {shared_agents} agents (helpers take part)", spread(mr["product@shared"], key),
+              spread(mr["seed@shared"], key), "seed matcher port", digits)
     pm = [x for x in mr["product"] if x["repetition"] == "metered"]
     sm = [x for x in mr["seed"] if x["repetition"] == "metered"]
     t.add("write units per match (1 matcher)", spread(pm, "wcu_per_match"), spread(sm, "wcu_per_match"), "seed matcher port", 1)
@@ -431,10 +451,10 @@ def details(r: dict[str, Any]) -> str:
             out.append(f"- {design}, seed {x['seed']}: created {x['created']}, states {x['states']}, "
                        f"{x['wall_seconds']:.0f} s wall, stats {x['stats']}")
     out.append("\n## Matcher runs\n")
-    for design in ("product", "seed"):
+    for design in ("product", "seed", "product@shared", "seed@shared"):
         checks = {x["checks"] for x in r["matcher"][design]}
         out.append(f"- {design}: {len(r['matcher'][design])} runs; product checks (commit-log replay, final state): "
-                   f"{', '.join(sorted(checks))}" if design == "product" else f"- seed: {len(r['matcher'][design])} runs")
+                   f"{', '.join(sorted(checks))}" if design.startswith("product") else f"- {design}: {len(r['matcher'][design])} runs")
     return "\n".join(out)
 
 
@@ -550,7 +570,7 @@ def main(argv: list[str] | None = None) -> None:
     say("   concurrent workers: 1 and 8")
     p, s = workers(plan)
     r["workers"] = {"product": p, "seed": s}
-    say("4/5 Matcher: 1, 4, 8 matchers")
+    say("4/5 Matcher: 1, 4, 8, 16 matchers; 8 with helpers taking part")
     r["matcher"] = matcher(plan)
     say("5/5 scale and dollar models")
     r["partitions"] = {

@@ -9,6 +9,7 @@ import pytest
 from taskqueue.agents import AgentStore
 from taskqueue.matching import AgentProfile, MatchSettings, parse_profile
 from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.pairing import Pair
 from taskqueue.store import TaskStore
 from tests.support import template
 
@@ -62,6 +63,14 @@ def entries_by_agent(client: Any, table: str = AGENT_TABLE) -> dict[str, set[tup
         if item["entity"]["S"] == "entry":
             found.setdefault(item["agentId"]["S"], set()).add((item["pk"]["S"], item["sk"]["S"]))
     return found
+
+
+def pair_of(store: TaskStore, agents: AgentStore, call_id: str, queue_key: str) -> Pair:
+    """The pair a pass would plan for a waiting call: its index entry and the head of ``queue_key`` read now."""
+    candidate = next(c for c in store.candidates("calls", 1000) if c.task_id == call_id)
+    head = agents.head(queue_key)
+    assert head is not None, f"no agent waits in {queue_key}"
+    return Pair(candidate, head, store.get(call_id).created_ms)
 
 
 def make_agent_store(client: Any, tasks: TaskStore, clock: Any, **overrides: Any) -> AgentStore:

@@ -95,8 +95,10 @@ def make_world(
 
 
 def run_matchers(world: World, matchers: int, budget_seconds: float = 120.0) -> tuple[list[MatchReport], float]:
-    """``matchers`` threads, each with its own client, run one Matcher invocation at the same moment."""
-    barrier = threading.Barrier(matchers)
+    """``matchers`` threads, each with its own client, run one Matcher invocation at the same moment. The seconds
+    returned run from that moment (every client made) until the last run returned."""
+    started: list[float] = []
+    barrier = threading.Barrier(matchers, action=lambda: started.append(time.monotonic()))
 
     def one(index: int) -> MatchReport:
         tasks, agent_store = world.stores()
@@ -104,10 +106,9 @@ def run_matchers(world: World, matchers: int, budget_seconds: float = 120.0) -> 
         barrier.wait()
         return matcher.run(budget_seconds)
 
-    started = time.monotonic()
     with ThreadPoolExecutor(max_workers=matchers) as pool:
         reports = list(pool.map(one, range(matchers)))
-    return reports, time.monotonic() - started
+    return reports, time.monotonic() - started[0]
 
 
 def end_calls(world: World, count: int, seed: int) -> int:
@@ -132,48 +133,75 @@ def scan(client: Any, table: str) -> list[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
 
-def replay(world: World) -> dict[str, int]:
+def replay(world: World, matchers: int = 1) -> dict[str, int]:
     """Replays every committed transaction in commit order and checks each match against the queue state of
-    that moment: the matched agent was queued (never given twice) and was the head of the caller's queue."""
+    that moment: the matched agent was queued (never given twice) and was the head of the caller's queue.
+
+    A transaction may hold several matches: they are checked one after another in the order written (the order
+    the Matcher planned them). With one matcher every match took the head of the caller's queue at its commit.
+    With several, each writes the pairs of its own claim lane, planned from the same snapshot, so their commits
+    come in any order: an agent ahead in the caller's queue may still be there at the commit, provided it goes
+    to an older call (it was planned for that call: the FIFO walk gave it out first). Checked: no agent was
+    passed over for a call younger than the one it finally got, nor left waiting."""
     agent_table = world.match_settings.agent_table_name
+    order = {call_id: i for i, call_id in enumerate(world.call_ids)}
     entries: dict[str, set[tuple[str, str]]] = {}  # queue key -> {(sort, agent)}
     matches = Counter[str]()
+    matched_to: dict[str, int] = {}  # agent -> FIFO position of the call it got
+    passed_over: list[tuple[str, int, str]] = []  # (agent passed over, FIFO position of the call, queue key)
     puts = 0
     tables = {world.settings.queue_table_name, agent_table}
     for body in world.server.commits:  # one read of the server's commit log
         items = body["TransactItems"]
         if not any(next(iter(i.values()))["TableName"] in tables for i in items):
             continue  # another world's transaction on the same server
-        match_result = None
+        results = []  # (call id, result) per match, in the order written
         for item in items:
             update = item.get("Update")
             if update and update["TableName"] == world.settings.queue_table_name:
                 for value in update["ExpressionAttributeValues"].values():
                     text = value.get("S", "")
                     if text.startswith("{") and "queueKey" in text:
-                        match_result = json.loads(text)
+                        results.append((update["Key"]["taskId"]["S"], json.loads(text)))
+        deletes: dict[str, list[tuple[str, str]]] = {}  # agent -> its deleted entries (pk, sk)
         for item in items:
             if "Delete" in item and item["Delete"]["TableName"] == agent_table:
                 key = item["Delete"]["Key"]
                 pk, sk = key["pk"]["S"], key["sk"]["S"]
-                entry = (sk, parse_entry_sort(sk)[1])
-                assert entry in entries.get(pk, set()), f"deleted an entry that was not there: {pk} {sk}"
-                if match_result is not None and pk == match_result["queueKey"]:
-                    head = min(entries[pk])
-                    assert head == entry, f"matched {entry} but the longest-waiting agent of {pk} was {head}"
+                deletes.setdefault(parse_entry_sort(sk)[1], []).append((pk, sk))
+        for call_id, result in results:
+            agent_id, key = result["agentId"], result["queueKey"]
+            mine = deletes.pop(agent_id, [])
+            assert mine, f"match of {call_id} with {agent_id} deleted none of its entries"
+            entry = (result["agentSort"], agent_id)
+            for pk, sk in mine:
+                assert (sk, agent_id) in entries.get(pk, set()), f"deleted an entry that was not there: {pk} {sk}"
+            assert key in {pk for pk, _ in mine}, f"{agent_id} matched for {key} without an entry there"
+            ahead = sorted(e for e in entries[key] if e < entry)
+            if matchers == 1:
+                assert not ahead, f"matched {entry} but the longest-waiting agent of {key} was {ahead[0]}"
+            passed_over += [(other, order.get(call_id, -1), key) for _, other in ahead]
+            for pk, sk in mine:
+                entries[pk].discard((sk, agent_id))
+            matches[agent_id] += 1
+            matched_to[agent_id] = order.get(call_id, -1)
+        for agent_id, gone in deletes.items():  # not a match: an agent went offline or was requeued
+            for pk, sk in gone:
+                assert (sk, agent_id) in entries.get(pk, set()), f"deleted an entry that was not there: {pk} {sk}"
+                entries[pk].discard((sk, agent_id))
         for item in items:
-            if "Delete" in item and item["Delete"]["TableName"] == agent_table:
-                key = item["Delete"]["Key"]
-                entries[key["pk"]["S"]].discard((key["sk"]["S"], parse_entry_sort(key["sk"]["S"])[1]))
             if "Put" in item and item["Put"]["TableName"] == agent_table and item["Put"]["Item"]["entity"]["S"] == "entry":
                 new = item["Put"]["Item"]
                 entry = (new["sk"]["S"], new["agentId"]["S"])
                 assert entry not in entries.get(new["pk"]["S"], set()), f"entry put twice: {entry}"
                 entries.setdefault(new["pk"]["S"], set()).add(entry)
                 puts += 1
-        if match_result is not None:
-            matches[match_result["agentId"]] += 1
-    return {"matches": sum(matches.values()), "entry_puts": puts, "agents_matched": len(matches)}
+    for agent_id, position, key in passed_over:
+        assert agent_id in matched_to, f"{agent_id} was passed over for a call of {key} and never matched"
+        assert matched_to[agent_id] < position, (
+            f"{agent_id} was passed over for call #{position} of {key} and got the younger call #{matched_to[agent_id]}")
+    return {"matches": sum(matches.values()), "entry_puts": puts, "agents_matched": len(matches),
+            "passed_over": len(passed_over)}
 
 
 def check_final_state(world: World) -> dict[str, int]:

@@ -1,10 +1,13 @@
-"""The agent store against moto: fan-out, idempotence, offline, call-ended, depth, and the match transaction."""
+"""The agent store against moto: fan-out, idempotence, offline, call-ended, depth, and the match transaction (one
+or several pairs, all or nothing, the 100-item limit)."""
 
 import pytest
 
-from taskqueue.agents import AgentNotFound, AgentOutcome, AgentStatus, MatchOutcome
+from taskqueue.agent_items import QueueHead
+from taskqueue.agents import AgentNotFound, AgentOutcome, AgentStatus
 from taskqueue.keys import Order
 from taskqueue.matching import AgentProfile, ProfileTooLarge, entry_keys, entry_sort
+from taskqueue.pairing import Pair, transactions
 from taskqueue.states import TaskStatus
 from tests.agent_support import (  # noqa: F401 (fixtures)
     AGENT_TABLE,
@@ -14,15 +17,11 @@ from tests.agent_support import (  # noqa: F401 (fixtures)
     create_calls,
     entries_by_agent,
     make_agent_store,
+    pair_of,
     profile,
 )
 
 FR_ANY = "Q#gender=*#language=fr"
-
-
-def claim_call(store, call_id):
-    candidate = next(c for c in store.candidates("calls", 100) if c.task_id == call_id)
-    return store.claim(candidate, "matcher-1")
 
 
 def test_put_available_fans_out_one_entry_per_combination_in_one_transaction(agents, agent_table, clock):
@@ -93,45 +92,86 @@ def test_match_completes_the_call_deletes_every_entry_and_marks_the_agent_busy(a
     agents.put_available(profile("ana", ["fr", "en"]))
     call_id = create_calls(store, clock.now_ms(), {"language": "fr"})[0]
     clock.advance(3)
-    call = claim_call(store, call_id)
-    result = agents.match(call, "matcher-1", agents.head(FR_ANY))
-    assert result.outcome is MatchOutcome.MATCHED
+    result = agents.match_pairs([pair_of(store, agents, call_id, FR_ANY)])
+    assert result.committed and [p.call.task_id for p, _ in result.matched] == [call_id]
     assert entries_by_agent(agent_table) == {}
     agent = agents.get("ana")
     assert (agent.status, agent.busy_with) == (AgentStatus.BUSY, call_id)
     done = store.get(call_id)
-    assert done.status is TaskStatus.SUCCESS
+    assert done.status is TaskStatus.SUCCESS and done.attempts == 0  # never claimed: straight from waiting to matched
     assert done.result["agentId"] == "ana" and done.result["waitedMs"] == 3000
+    assert [c.task_id for c in store.candidates("calls", 10)] == []  # out of the ReadyIndex
+
+
+def test_several_pairs_commit_in_one_transaction(agents, agent_table, store, clock):
+    for agent_id in ("ana", "bob", "cem"):
+        agents.put_available(profile(agent_id, ["fr"]))
+        clock.advance(1)
+    calls = create_calls(store, clock.now_ms(), {"language": "fr"}, 3)
+    heads = [QueueHead(FR_ANY, a.queue_sort, a.agent_id, a.name, a.available_ms, a.entries)
+             for a in (agents.get(agent_id) for agent_id in ("ana", "bob", "cem"))]
+    candidates = {c.task_id: c for c in store.candidates("calls", 10)}
+    pairs = [Pair(candidates[c], head, 0) for c, head in zip(calls, heads)]
+    assert transactions(pairs) == [pairs]  # 3 x (call + agent + 4 entries) = 18 items: one request
+    assert agents.match_pairs(pairs).committed
+    assert {store.get(c).result["agentId"] for c in calls} == {"ana", "bob", "cem"}
+    assert entries_by_agent(agent_table) == {}
+
+
+def test_a_cancelled_transaction_writes_none_of_its_pairs_and_names_what_failed(agents, agent_table, store, clock):
+    agents.put_available(profile("ana", ["fr"]))
+    clock.advance(1)
+    agents.put_available(profile("bob", ["fr"]))
+    first, second = create_calls(store, clock.now_ms(), {"language": "fr"}, 2)
+    ana = pair_of(store, agents, first, FR_ANY)
+    agents.offline("ana")
+    bob = pair_of(store, agents, second, FR_ANY)
+    result = agents.match_pairs([ana, bob])
+    assert not result.committed and result.lost is not None
+    assert (result.lost.agents, result.lost.calls) == ({"ana"}, frozenset())
+    assert {store.get(c).status for c in (first, second)} == {TaskStatus.PENDING}
+    assert agents.get("bob").status is AgentStatus.QUEUED and len(entries_by_agent(agent_table)["bob"]) == 4
 
 
 def test_an_agent_is_never_given_to_two_callers(agents, agent_table, store, clock):
     agents.put_available(profile("ana", ["fr", "en"]))
     first, second = create_calls(store, clock.now_ms(), {"language": "fr"}, 2)
-    head = agents.head(FR_ANY)
-    call1, call2 = claim_call(store, first), claim_call(store, second)
-    assert agents.match(call1, "matcher-1", head).outcome is MatchOutcome.MATCHED
-    lost = agents.match(call2, "matcher-1", head)  # the stale head: the agent is gone
-    assert lost.outcome is MatchOutcome.AGENT_TAKEN
+    pair_1, pair_2 = pair_of(store, agents, first, FR_ANY), pair_of(store, agents, second, FR_ANY)
+    assert agents.match_pairs([pair_1]).committed
+    lost = agents.match_pairs([pair_2])  # the stale head: the agent is gone
+    assert not lost.committed and lost.lost.agents == {"ana"} and not lost.lost.calls
     assert lost.reasons[0] == "None" and "ConditionalCheckFailed" in lost.reasons[1:]
-    assert store.get(second).status is TaskStatus.TAKEN  # nothing of the lost transaction was written
+    assert store.get(second).status is TaskStatus.PENDING  # nothing of the lost transaction was written
 
 
-def test_a_call_whose_lease_passed_is_lost_not_matched(agents, agent_table, store, clock):
+def test_a_call_that_stopped_waiting_is_lost_not_matched(agents, agent_table, store, clock):
     agents.put_available(profile("ana", ["fr"]))
-    call = claim_call(store, create_calls(store, clock.now_ms(), {"language": "fr"})[0])
-    clock.advance(store.settings.lease_seconds + 1)
-    result = agents.match(call, "matcher-1", agents.head(FR_ANY))
-    assert result.outcome is MatchOutcome.CALL_LOST
+    (expired,) = create_calls(store, clock.now_ms(), {"language": "fr"}, ttl=5)
+    pair = pair_of(store, agents, expired, FR_ANY)
+    clock.advance(6)  # past its patience; DynamoDB has not deleted it yet
+    result = agents.match_pairs([pair])
+    assert not result.committed and result.lost.calls == {expired} and not result.lost.agents
     assert agents.get("ana").status is AgentStatus.QUEUED
     assert len(entries_by_agent(agent_table)["ana"]) == 4
 
 
 def test_offline_between_head_and_match_makes_the_match_lose(agents, store, clock):
     agents.put_available(profile("ana", ["fr"]))
-    call = claim_call(store, create_calls(store, clock.now_ms(), {"language": "fr"})[0])
-    head = agents.head(FR_ANY)
+    pair = pair_of(store, agents, create_calls(store, clock.now_ms(), {"language": "fr"})[0], FR_ANY)
     agents.offline("ana")
-    assert agents.match(call, "matcher-1", head).outcome is MatchOutcome.AGENT_TAKEN
+    assert agents.match_pairs([pair]).lost.agents == {"ana"}
+
+
+def test_pairs_over_the_100_item_limit_are_refused_before_any_write(agents, agent_table, store, clock):
+    agents.put_available(profile("ana", ["fr"]))
+    (call_id,) = create_calls(store, clock.now_ms(), {"language": "fr"})
+    pair = pair_of(store, agents, call_id, FR_ANY)
+    big = Pair(pair.call, QueueHead(FR_ANY, pair.head.sort, "ana", "Ana", 0, tuple(f"Q#k{i}" for i in range(99))), 0)
+    with pytest.raises(ProfileTooLarge, match="101 items.*limit of 100"):
+        agents.match_pairs([big])
+    with pytest.raises(ProfileTooLarge, match="101 items"):
+        transactions([big])
+    assert store.get(call_id).status is TaskStatus.PENDING and agents.get("ana").status is AgentStatus.QUEUED
 
 
 def test_call_ended_puts_the_agent_at_the_back_of_its_queues(agents, agent_table, store, clock):
@@ -139,7 +179,7 @@ def test_call_ended_puts_the_agent_at_the_back_of_its_queues(agents, agent_table
     clock.advance(1)
     agents.put_available(profile("bob", ["fr"]))
     call_id = create_calls(store, clock.now_ms(), {"language": "fr"})[0]
-    assert agents.match(claim_call(store, call_id), "matcher-1", agents.head(FR_ANY)).outcome is MatchOutcome.MATCHED
+    assert agents.match_pairs([pair_of(store, agents, call_id, FR_ANY)]).committed
     assert agents.call_ended("ana", "another-call") is AgentOutcome.STALE
     assert agents.put_available(profile("ana", ["fr"])) is AgentOutcome.STILL_BUSY
     clock.advance(10)
@@ -152,7 +192,7 @@ def test_call_ended_puts_the_agent_at_the_back_of_its_queues(agents, agent_table
 def test_an_agent_who_went_offline_during_a_call_stays_offline(agents, store, clock):
     agents.put_available(profile("ana", ["fr"]))
     call_id = create_calls(store, clock.now_ms(), {"language": "fr"})[0]
-    agents.match(claim_call(store, call_id), "matcher-1", agents.head(FR_ANY))
+    assert agents.match_pairs([pair_of(store, agents, call_id, FR_ANY)]).committed
     assert agents.offline("ana") is AgentOutcome.OFFLINE
     assert agents.call_ended("ana", call_id) is AgentOutcome.ALREADY_OFFLINE
     assert agents.head(FR_ANY) is None

@@ -6,8 +6,9 @@ attribute, a client that raises the real error code)."""
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
-from taskqueue.agents import AgentStore
+from taskqueue.agents import AgentStatus, AgentStore
 from taskqueue.matcher import Matcher
 from taskqueue.matching import MatchSettings
 from taskqueue.model import new_tasks, parse_create_request
@@ -15,7 +16,7 @@ from taskqueue.states import TaskStatus
 from taskqueue.store import StoreError, TaskStore
 from tests.agent_support import AGENT_TABLE, agent_table, create_calls, profile  # noqa: F401 (fixture)
 from tests.conftest import TABLE
-from tests.faults import FaultyClient, on_item, on_tasks, ttl_sweep
+from tests.faults import FaultyClient, on_tasks, ttl_sweep
 
 CONFLICT = "TransactionConflictException"
 
@@ -167,20 +168,51 @@ def test_batch_get_that_keeps_returning_unprocessed_keys_is_an_error_not_a_short
         store.list_tasks("work", "PENDING")
 
 
-def test_a_matcher_run_survives_a_conflict_on_the_call_it_claims(settings, clock, dynamodb, agent_table):
-    client = FaultyClient(dynamodb)
-    store = TaskStore(client, settings, clock)
-    agents = AgentStore(agent_table, MatchSettings(agent_table_name=AGENT_TABLE), store, clock)
+class ConflictOnTheCall(FaultyClient):
+    """DynamoDB cancels the next ``times`` match transactions because another transaction is in flight on the call
+    (its first item): TransactionCanceledException with reason TransactionConflict on that item, None elsewhere."""
+
+    def __init__(self, client: Any, times: int) -> None:
+        super().__init__(client)
+        self.times = times
+
+    def transact_write_items(self, TransactItems: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.times > 0:
+            self.times -= 1
+            reasons = [{"Code": "TransactionConflict"}] + [{"Code": "None"}] * (len(TransactItems) - 1)
+            raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                               "CancellationReasons": reasons}, "TransactWriteItems")
+        return self._client.transact_write_items(TransactItems=TransactItems)
+
+
+def test_a_matcher_run_survives_a_conflict_on_the_call_it_matches(settings, clock, dynamodb, agent_table):
+    store = TaskStore(dynamodb, settings, clock)
+    conflicting = ConflictOnTheCall(agent_table, times=0)
+    agents = AgentStore(conflicting, MatchSettings(agent_table_name=AGENT_TABLE), store, clock)
     agents.put_available(profile("ana", ["fr"]))
     (call,) = create_calls(store, clock.now_ms(), {"language": "fr"})
-    client.fail("update_item", *[CONFLICT] * 4, when=on_item(call))  # another matcher's transaction holds the call
-    report = Matcher(store, agents, owner="matcher-1", clock=clock).run(5)
-    assert (report.matched, report.lost) == (0, 1) and store.get(call).status is TaskStatus.PENDING
+    conflicting.times = 1
+    report = Matcher(store, agents, owner="matcher-1", clock=clock).run(5)  # another transaction holds the call
+    assert (report.matched, report.lost, report.conflicts) == (0, 1, 1) and store.get(call).status is TaskStatus.PENDING
+    assert agents.get("ana").status is AgentStatus.QUEUED  # nothing of the cancelled transaction was written
     again = Matcher(store, agents, owner="matcher-1", clock=clock).run(5)
     assert again.matched == 1 and store.get(call).result["agentId"] == "ana"
 
 
-def test_the_matcher_reads_the_agent_head_before_it_claims_so_a_call_without_agent_costs_no_write(
+def test_a_match_transaction_that_keeps_meeting_conflicts_is_given_up_and_tail_called(settings, clock, dynamodb, agent_table):
+    store = TaskStore(dynamodb, settings, clock)
+    conflicting = FaultyClient(agent_table)
+    agents = AgentStore(conflicting, MatchSettings(agent_table_name=AGENT_TABLE, retry_base_ms=0), store, clock)
+    agents.put_available(profile("ana", ["fr"]))
+    (call,) = create_calls(store, clock.now_ms(), {"language": "fr"})
+    conflicting.fail("transact_write_items", *[CONFLICT] * 5)  # the whole request met a transaction in flight, 5 times
+    report = Matcher(store, agents, owner="matcher-1", clock=clock).run(5)
+    assert (report.matched, report.conflicts, report.gave_up, report.work_remains) == (0, 5, 1, True)
+    assert store.get(call).status is TaskStatus.PENDING and store.get(call).attempts == 0
+    assert Matcher(store, agents, owner="matcher-1", clock=clock).run(5).matched == 1
+
+
+def test_a_call_no_idle_agent_fits_costs_no_write(
     settings, clock, dynamodb, agent_table
 ):
     client = FaultyClient(dynamodb)

@@ -1,5 +1,5 @@
 """The contact center's own events and the Matcher's reach, on moto and DynamoDB Local: a caller who hung up is never
-matched (waiting, held by a matcher this moment, or still shown by a lagging index); an agent not seen for
+matched (waiting, read by a matcher that is about to match it, or still shown by a lagging index); an agent not seen for
 AGENT_TIMEOUT_SECONDS is never matched; a call deep in the queue (the last of 1,500) that alone fits an idle agent
 is matched in one Matcher run, in a bounded number of reads; FIFO holds among the calls an agent fits.
 
@@ -26,7 +26,14 @@ from taskqueue.model import new_tasks, parse_create_request
 from taskqueue.services import MatcherServices
 from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
-from tests.agent_support import AGENT_TABLE, agent_table, create_agent_table, create_calls, profile  # noqa: F401 (fixture)
+from tests.agent_support import (  # noqa: F401 (fixture)
+    AGENT_TABLE,
+    agent_table,
+    create_agent_table,
+    create_calls,
+    pair_of,
+    profile,
+)
 from tests.support import LambdaContextStub, load_event, load_function
 
 agent_events = load_function("agent_events")
@@ -93,20 +100,18 @@ def test_a_hang_up_refuses_what_is_not_a_waiting_call_and_writes_nothing(msvc, s
         event(msvc, action="callerHungUp", callId=task.task_id, agentId="ana")
 
 
-def test_a_caller_who_hangs_up_while_a_matcher_holds_the_call_is_not_matched(msvc, store, clock):
-    """The matcher has claimed the call and read the head; the caller hangs up before the match transaction: it
-    loses (the call is CANCELLED, no longer TAKEN by it), the agent stays queued for the next caller."""
+def test_a_caller_who_hangs_up_between_the_matchers_read_and_its_transaction_is_not_matched(msvc, store, clock):
+    """The matcher has read the call and planned its agent; the caller hangs up before the match transaction: it
+    loses on the call's condition (CANCELLED, no longer PENDING), and nothing of it is written: the agent stays
+    queued for the next caller."""
     (call_id,) = create_calls(store, clock.now_ms(), {"language": "fr"})
     available(msvc, "ana")
-    agents = msvc.agents
-    head = agents.head("Q#gender=*#language=fr")
-    call = store.claim(store.candidates("calls", 1)[0], "matcher-1")
-    assert call is not None and head is not None
+    pair = pair_of(store, msvc.agents, call_id, "Q#gender=*#language=fr")
     assert hang_up(store, call_id, "calls").outcome is HangUpOutcome.HUNG_UP
-    assert agents.match(call, "matcher-1", head).outcome.value == "call-lost"
+    result = msvc.agents.match_pairs([pair])
+    assert not result.committed and result.lost.calls == {call_id} and not result.lost.agents
     assert store.get(call_id).status is TaskStatus.CANCELLED
-    assert agents.get("ana").status is AgentStatus.QUEUED
-    assert store.release(call, "matcher-1", refund_attempt=True) is False  # nor can it put the call back
+    assert msvc.agents.get("ana").status is AgentStatus.QUEUED
 
 
 class StaleIndex(TaskStore):
@@ -128,9 +133,12 @@ def test_a_hung_up_call_the_index_still_shows_is_not_matched(msvc, services, age
     stale = StaleIndex(store._db, store.settings, clock)
     agents = AgentStore(agent_table, msvc.match_settings, stale, clock)
     report = Matcher(stale, agents, owner="matcher-1", clock=clock).run(5)
-    assert report.matched == 1 and report.lost >= 1  # the stale entry's claim lost its condition
+    # The plan gave the gone caller Ana: the transaction lost on that call's condition, wrote nothing, and the pass
+    # planned again without it: the caller who stays gets Ana, the longest waiting. (The frozen index shows both
+    # calls to every later pass too: each loses the same way, and the run ends after a pass without a match.)
+    assert report.matched == 1 and report.lost >= 1 and report.conflicts >= 1
     assert store.get(gone).status is TaskStatus.CANCELLED
-    assert store.get(stays).status is TaskStatus.SUCCESS
+    assert store.get(stays).result["agentId"] == "ana"
     assert [a.agent_id for a in msvc.agents.queued_agents()] == ["bea"]  # nobody was given to the gone caller
 
 
@@ -163,11 +171,10 @@ class ConflictOnce:
 def test_a_hang_up_that_meets_the_match_in_flight_reports_the_call_matched(msvc, store, clock):
     (call_id,) = create_calls(store, clock.now_ms(), {"language": "fr"})
     available(msvc, "ana")
-    call = store.claim(store.candidates("calls", 1)[0], "matcher-1")
-    head = msvc.agents.head("Q#gender=*#language=fr")
+    pair = pair_of(store, msvc.agents, call_id, "Q#gender=*#language=fr")
 
     def match() -> None:
-        assert msvc.agents.match(call, "matcher-1", head).outcome.value == "matched"
+        assert msvc.agents.match_pairs([pair]).committed
 
     conflicting = ConflictOnce(store._db, match)
     done = hang_up(TaskStore(conflicting, store.settings, clock), call_id, "calls")
@@ -267,6 +274,47 @@ def test_timing_out_an_agent_of_98_combinations_fits_one_transaction(services, d
     assert store.get(call).status is TaskStatus.PENDING
 
 
+class ItemCounting:
+    """Records how many items each TransactWriteItems request carried."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.transactions: list[int] = []
+
+    def transact_write_items(self, **request: Any) -> Any:
+        self.transactions.append(len(request["TransactItems"]))
+        return self._client.transact_write_items(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.dynamodb_local_only
+def test_match_transactions_are_cut_at_100_items_which_dynamodb_local_enforces(services, dynamodb, store, clock):
+    """Three agents of 48 entries (a match writes 50 items each) and three calls: two matches fill one transaction of
+    exactly 100 items, the third goes in a second one. DynamoDB Local refuses 101 items, as DynamoDB does."""
+    attributes = ("a", "b", "c")
+    create_agent_table(dynamodb, "wide-agents", stream=False)
+    counting = ItemCounting(dynamodb)
+    agents = AgentStore(counting, MatchSettings(agent_table_name="wide-agents", attributes=attributes), store, clock)
+    for agent_id in ("ana", "bea", "cem"):
+        wide = parse_profile({"agentId": agent_id, "attributes": {"a": ["x"], "b": list("pqr"), "c": list("ghijk")}}, attributes)
+        assert agents.put_available(wide) is AgentOutcome.QUEUED
+        clock.advance(0.001)
+    calls = []
+    for _ in range(3):  # a millisecond apart: their FIFO order is the order made
+        calls += create_calls(store, clock.now_ms(), {"b": "p"})
+        clock.advance(0.001)
+    counting.transactions.clear()
+    report = Matcher(store, agents, owner="m", clock=clock).run(5)
+    assert report.matched == 3 and counting.transactions == [100, 50]
+    assert [store.get(c).result["agentId"] for c in calls] == ["ana", "bea", "cem"]
+    with pytest.raises(ClientError) as refused:  # the limit the cut keeps under
+        dynamodb.transact_write_items(TransactItems=[
+            {"Put": {"TableName": "wide-agents", "Item": {"pk": {"S": f"x{i}"}, "sk": {"S": "s"}}}} for i in range(101)])
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+
+
 # ---- the Matcher's reach: anywhere in the waiting calls -------------------------------------------------------
 
 class CountingClient:
@@ -312,16 +360,16 @@ def test_the_last_of_1500_waiting_calls_is_matched_in_one_run_in_a_bounded_numbe
     assert report.matched == 1 and report.stopped_by == "no-progress"
     assert store.get(last).result["agentId"] == "ana"
     assert {store.get(c).status for c in itertools.islice(blocked, 0, 1500, 97)} == {TaskStatus.PENDING}
-    # The bound (docs/matcher.md): per pass, 1 + ceil(W / PAGE_SIZE) index pages, ceil(W_new / 100) BatchGetItem
-    # of preferences (W_new: calls not seen before), one read of the idle agents, and per call tried one head read,
-    # one claim and one match transaction. W = 1,500: pass 1 reads 16 pages and 15 batches; pass 2 finds no agent
-    # idle after reading the first page of calls (their preferences cached).
+    # The bound (docs/matcher.md): per pass, one read of the idle agents, 1 + ceil(W / PAGE_SIZE) index pages,
+    # ceil(W_new / 100) BatchGetItem of preferences (W_new: calls not seen before), and one match transaction per
+    # 100 items of pairs; no head read, no claim. W = 1,500: pass 1 reads 16 pages and 15 batches; pass 2 finds no
+    # agent idle and reads no call.
     reads = counting_tasks.requests
-    assert reads["query"] <= (1 + 1500 // 100) + 1 + 2, reads  # pass 1's walk, pass 2's first page, the lease recovery
+    assert reads["query"] == 1 + (1 + 1500 // 100), reads  # the lease recovery, pass 1's walk
     assert reads["batch_get_item"] == 1500 // 100, reads
-    assert reads["update_item"] == 1 and reads.get("scan", 0) == 0, reads  # one claim; no other task written
+    assert reads.get("update_item", 0) == 0 and reads.get("scan", 0) == 0, reads  # no task written but the match
     assert reads["update_item (queue control)"] == 2, reads  # the wake-up handshake: watch, then stop watching
-    assert counting_agents.requests["query"] == 2 + 1, counting_agents.requests  # idle agents x 2 passes, one head
+    assert counting_agents.requests["query"] == 2, counting_agents.requests  # idle agents x 2 passes
     assert counting_agents.requests["transact_write_items"] == 1
 
 

@@ -11,8 +11,9 @@ import threading
 
 import pytest
 
-from taskqueue.agents import AgentOutcome, MatchOutcome
+from taskqueue.agents import AgentOutcome
 from taskqueue.matching import parse_profile
+from tests.agent_support import create_calls, pair_of
 from tests.matcher_load import check_final_state, make_world, replay, run_matchers
 from tests.serialized_moto import SerializedMoto
 
@@ -27,7 +28,7 @@ def test_eight_matchers_500_calls_200_agents(server):
     world = make_world(server, agents=200, calls=500, seed=7, shed=50, name="load")
     reports, _ = run_matchers(world, 8)
     assert all(r.stopped_by == "no-progress" for r in reports), [r.stopped_by for r in reports]
-    replayed = replay(world)
+    replayed = replay(world, matchers=8)
     outcome = check_final_state(world)
     matched = sum(r.matched for r in reports)
     assert replayed["matches"] == matched == outcome["matched"] == replayed["agents_matched"]
@@ -43,22 +44,17 @@ def test_two_matchers_taking_different_agents_do_not_conflict(server):
     for agent_id, language in (("fr-agent", "fr"), ("de-agent", "de")):
         profile = parse_profile({"agentId": agent_id, "attributes": {"language": [language], "gender": ["f"]}}, attributes)
         assert agents.put_available(profile) is AgentOutcome.QUEUED
-    from tests.agent_support import create_calls
-
     fr_call = create_calls(tasks, tasks._clock.now_ms(), {"language": "fr"})[0]
     de_call = create_calls(tasks, tasks._clock.now_ms() + 1, {"language": "de"})[0]
-    candidates = {c.task_id: c for c in tasks.candidates("calls", 10)}
     first_tasks, first_agents = world.stores()
     second_tasks, second_agents = world.stores()
-    call_1 = first_tasks.claim(candidates[fr_call], "matcher-1")
-    call_2 = second_tasks.claim(candidates[de_call], "matcher-2")
-    # Interleaved: both read their heads before either commits. With a shared queue-version item (the seed
+    # Interleaved: both read their pairs before either commits. With a shared queue-version item (the seed
     # design) the second commit would abort; here the transactions touch disjoint items and both commit.
-    head_1 = first_agents.head("Q#gender=*#language=fr")
-    head_2 = second_agents.head("Q#gender=*#language=de")
+    pair_1 = pair_of(first_tasks, first_agents, fr_call, "Q#gender=*#language=fr")
+    pair_2 = pair_of(second_tasks, second_agents, de_call, "Q#gender=*#language=de")
     server.clear_commits()
-    assert second_agents.match(call_2, "matcher-2", head_2).outcome is MatchOutcome.MATCHED
-    assert first_agents.match(call_1, "matcher-1", head_1).outcome is MatchOutcome.MATCHED
+    assert second_agents.match_pairs([pair_2]).committed
+    assert first_agents.match_pairs([pair_1]).committed
     touched = [
         {str(sorted((op := next(iter(item.values())))["Key" if "Key" in op else "Item"].items())[:2]) for item in commit["TransactItems"]}
         for commit in server.commits
@@ -70,27 +66,23 @@ def test_eight_matchers_on_disjoint_agents_never_abort_each_other(server):
     world = make_world(server, agents=0, calls=0, seed=1, name="disjoint")
     tasks, agents = world.stores()
     attributes = world.match_settings.attributes
-    from tests.agent_support import create_calls
-
     languages = ["en", "fr", "es", "de", "it", "nl", "pl", "sv"]
     calls = {}
     for i, language in enumerate(languages):
         agents.put_available(parse_profile({"agentId": f"agent-{language}", "attributes": {"language": [language]}}, attributes))
         calls[language] = create_calls(tasks, tasks._clock.now_ms() + i, {"language": language})[0]
-    candidates = {c.task_id: c for c in tasks.candidates("calls", 20)}
     barrier = threading.Barrier(len(languages))
-    outcomes: dict[str, MatchOutcome] = {}
+    outcomes: dict[str, bool] = {}
 
     def match(language: str) -> None:
         my_tasks, my_agents = world.stores()
-        call = my_tasks.claim(candidates[calls[language]], f"matcher-{language}")
-        head = my_agents.head(f"Q#gender=*#language={language}")
+        pair = pair_of(my_tasks, my_agents, calls[language], f"Q#gender=*#language={language}")
         barrier.wait()  # all eight transactions go out together
-        outcomes[language] = my_agents.match(call, f"matcher-{language}", head).outcome
+        outcomes[language] = my_agents.match_pairs([pair]).committed
 
     threads = [threading.Thread(target=match, args=(language,)) for language in languages]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert set(outcomes.values()) == {MatchOutcome.MATCHED} and len(outcomes) == 8
+    assert outcomes == dict.fromkeys(languages, True)

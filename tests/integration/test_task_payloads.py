@@ -1,4 +1,5 @@
-"""TaskStore.payloads: the queue table's one adapter reads the Matcher's call payloads in batches."""
+"""TaskStore.call_facts: the queue table's one adapter reads the Matcher's call payloads (and creation times) in
+batches."""
 
 from typing import Any
 
@@ -33,10 +34,11 @@ def test_payloads_come_back_by_id_100_per_request_and_missing_ids_are_left_out(d
     client = CountingClient(dynamodb)
     store = TaskStore(client, settings, clock)
     ids = create(store, clock, 150, {"caller": "c", "preferences": {"language": "fr"}})
-    found = store.payloads([*ids, "no-such-task", ids[0]])
-    assert found == {i: {"caller": "c", "preferences": {"language": "fr"}} for i in ids}
+    found = store.call_facts([*ids, "no-such-task", ids[0]])
+    assert {i: f.payload for i, f in found.items()} == {i: {"caller": "c", "preferences": {"language": "fr"}} for i in ids}
+    assert {f.created_ms for f in found.values()} == {clock.now_ms()}
     assert [len(r["RequestItems"][TABLE]["Keys"]) for r in client.batch_gets] == [100, 51]
-    assert all(r["RequestItems"][TABLE]["ProjectionExpression"] == "taskId, payload" for r in client.batch_gets)
+    assert all(r["RequestItems"][TABLE]["ProjectionExpression"] == "taskId, payload, taskCreated" for r in client.batch_gets)
 
 
 def test_a_payload_that_is_not_json_comes_back_marked_invalid(dynamodb, settings, clock):
@@ -44,4 +46,4 @@ def test_a_payload_that_is_not_json_comes_back_marked_invalid(dynamodb, settings
     (task_id,) = create(store, clock, 1, {})
     dynamodb.update_item(TableName=TABLE, Key={"taskId": {"S": task_id}}, UpdateExpression="SET payload = :p",
                          ExpressionAttributeValues={":p": {"S": "{not json"}})
-    assert store.payloads([task_id]) == {task_id: {"invalid": "{not json"}}
+    assert store.call_facts([task_id])[task_id].payload == {"invalid": "{not json"}

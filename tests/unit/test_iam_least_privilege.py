@@ -42,6 +42,7 @@ from taskqueue.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, 
 from taskqueue.lease import extend_lease
 from taskqueue.matching import MatchSettings, parse_profile
 from taskqueue.model import Task, new_tasks, parse_create_request
+from taskqueue.pairing import Pair
 from taskqueue.settings import Settings
 from taskqueue.store import TaskStore
 from tests.agent_support import AGENT_TABLE, create_agent_table
@@ -540,10 +541,10 @@ def run_agent_events(world: World) -> None:
     busy = parse_profile({"agentId": "busy-1", "attributes": {"language": ["en"], "gender": ["m"]}}, agents.settings.attributes)
     agents.put_available(busy)
     call = seed(store, queue="calls")
-    claimed = store.claim(store.candidates("calls", 1)[0], "matcher")
+    waiting = store.candidates("calls", 1)[0]
     head = next(h for key in agents.get("busy-1").entries if (h := agents.head(key)) and h.agent_id == "busy-1")
-    assert claimed is not None and call.task_id == claimed.task_id
-    assert agents.match(claimed, "matcher", head).outcome.value == "matched"
+    assert call.task_id == waiting.task_id
+    assert agents.match_pairs([Pair(waiting, head, call.created_ms)]).committed
     assert world.invoke(app, {"action": "callEnded", "agentId": "busy-1", "callId": call.task_id})["outcome"] == "queued"
     assert world.invoke(app, load_event("agent_events-agent-offline.json"))["outcome"] == "offline"
     assert world.invoke(app, load_event("agent_events-call-ended.json"))["outcome"] == "already-offline"

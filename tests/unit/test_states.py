@@ -11,6 +11,7 @@ LEGAL = {
     ("FAILURE", "PENDING"), ("CANCELLED", "PENDING"),
     ("PENDING", "SHED"), ("TAKEN", "TAKEN"),
     ("TAKEN", "CANCELLED"),  # a caller hung up while a matcher held the call (taskqueue.hangup)
+    ("PENDING", "SUCCESS"),  # a call matched: the match transaction takes it straight from waiting (store.matches)
 }
 
 
@@ -24,8 +25,8 @@ def test_every_pair_is_allowed_exactly_when_the_lifecycle_says_so(source, target
 
 
 def test_refusal_names_both_states_and_the_allowed_targets():
-    with pytest.raises(InvalidTransition, match="from PENDING to SUCCESS.*CANCELLED, PENDING, SHED, TAKEN"):
-        check_transition("PENDING", "SUCCESS")
+    with pytest.raises(InvalidTransition, match="from PENDING to FAILURE.*CANCELLED, PENDING, SHED, SUCCESS, TAKEN"):
+        check_transition("PENDING", "FAILURE")
 
 
 def test_success_is_final():

@@ -128,9 +128,18 @@ def head_from_item(item: Mapping[str, Mapping[str, Any]]) -> QueueHead:
 
 
 def idle_from_item(item: Mapping[str, Mapping[str, Any]]) -> IdleAgent:
-    """A queue entry (sk, agentId, entries) as the idle agent it stands for."""
-    return IdleAgent(sort=item["sk"]["S"], agent_id=item["agentId"]["S"],
-                     keys=frozenset(v["S"] for v in item["entries"]["L"]))
+    """A queue entry (sk, agentId, entries, agentName, availableSince) as the idle agent it stands for."""
+    agent_id = item["agentId"]["S"]
+    return IdleAgent(sort=item["sk"]["S"], agent_id=agent_id, keys=frozenset(v["S"] for v in item["entries"]["L"]),
+                     name=item.get("agentName", {}).get("S", agent_id),
+                     available_ms=int(item.get("availableSince", {}).get("N", "0")))
+
+
+def head_of(agent: IdleAgent, queue_key: str) -> QueueHead:
+    """The idle agent as the head of ``queue_key`` (one of the keys it serves): what a match of a call of that
+    combination with it writes and records."""
+    return QueueHead(queue_key=queue_key, sort=agent.sort, agent_id=agent.agent_id, name=agent.name or agent.agent_id,
+                     available_ms=agent.available_ms, entries=tuple(sorted(agent.keys)))
 
 
 def string_list(values: Sequence[str]) -> AttributeValue:

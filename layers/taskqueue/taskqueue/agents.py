@@ -13,7 +13,7 @@ helper (``_transact``) and the entry deletes; splitting them would spread one ta
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -40,12 +40,12 @@ from taskqueue.dynamo import ConditionLost, count_all, make_client
 from taskqueue.errors import TaskQueueError
 from taskqueue.keys import Order
 from taskqueue.matching import AgentProfile, IdleAgent, MatchSettings
-from taskqueue.model import Task
+from taskqueue.pairing import Lost, Pair, lost_in
 from taskqueue.store import TaskStore
 
 __all__ = [
     "ENTITY_AGENT", "ENTITY_ENTRY", "Agent", "AgentNotFound", "AgentOutcome", "AgentStatus", "AgentStore",
-    "AgentStoreError", "AttributeValue", "MatchOutcome", "MatchResult", "QueueHead", "agent_from_item", "agent_item",
+    "AgentStoreError", "AttributeValue", "PairsResult", "QueueHead", "agent_from_item", "agent_item",
     "entry_item", "head_from_item",
 ]
 
@@ -77,17 +77,18 @@ class AgentOutcome(StrEnum):
     TIMED_OUT = "timed-out"  # offline because it was not seen for AGENT_TIMEOUT_SECONDS: send agentAvailable
 
 
-class MatchOutcome(StrEnum):
-    MATCHED = "matched"
-    AGENT_TAKEN = "agent-taken"  # the agent's items changed (another matcher, offline): try the next head
-    CALL_LOST = "call-lost"  # the call is no longer ours (lease passed): give it up
-
-
 @dataclass(frozen=True)
-class MatchResult:
-    outcome: MatchOutcome
+class PairsResult:
+    """A match transaction's outcome: every pair matched (each with the result recorded on its call), or none,
+    with what failed (``lost``) and DynamoDB's reason per item."""
+
+    matched: tuple[tuple[Pair, Mapping[str, Any]], ...] = ()
+    lost: Lost | None = None
     reasons: tuple[str, ...] = ()
-    result: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def committed(self) -> bool:
+        return self.lost is None
 
 
 class AgentStore:
@@ -283,7 +284,7 @@ class AgentStore:
             "TableName": self._table,
             "KeyConditionExpression": "pk = :k",
             "ExpressionAttributeValues": {":k": {"S": matching.everyone_key(self._settings.attributes)}},
-            "ProjectionExpression": "sk, agentId, entries",
+            "ProjectionExpression": "sk, agentId, entries, agentName, availableSince",
             "ConsistentRead": True,
         }
         found: list[IdleAgent] = []
@@ -371,59 +372,54 @@ class AgentStore:
 
     # ---- the match --------------------------------------------------------------------------
 
-    def match(self, call: Task, owner: str, head: QueueHead, now_ms: int | None = None) -> MatchResult:
-        """ONE TransactWriteItems: the call TAKEN -> SUCCESS (by its lease owner), every entry of the agent
-        deleted, the agent queued -> busy. Conditions are on those items only, so matchers taking different
-        agents never abort each other, and an agent is never given to two callers."""
+    def match_pairs(self, pairs: Sequence[Pair], now_ms: int | None = None) -> PairsResult:
+        """ONE TransactWriteItems for ``pairs`` (at most 100 items: cut them with ``pairing.transactions``): per
+        pair, the call PENDING -> SUCCESS, the agent queued -> busy on it, every entry of the agent deleted.
+        Conditions are on those items only, so matchers taking different calls and agents never abort each
+        other, and an agent is never given to two callers. All pairs commit, or none (``lost`` names what failed)."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        result = {
-            "agentId": head.agent_id,
-            "agentName": head.name,
-            "queueKey": head.queue_key,
-            "agentSort": head.sort,
-            "matchedAt": now_ms,
-            "waitedMs": max(0, now_ms - call.created_ms),
-            "agentIdleMs": max(0, now_ms - head.available_ms),
-        }
-        items: list[dict[str, Any]] = [{"Update": self._tasks.completion_update(call, owner, result, now_ms)}]
-        # The agent is still queued in the availability read, and (unless agents never time out) seen lately.
+        items: list[dict[str, Any]] = []
+        results: list[tuple[Pair, dict[str, Any]]] = []
+        for pair in pairs:
+            result = _match_result(pair, now_ms)
+            results.append((pair, result))
+            items.append({"Update": self._tasks.match_update(pair.call, result, now_ms)})
+            items.append({"Update": self._busy_update(pair, now_ms)})
+            items += [{"Delete": self._entry_delete(key, pair.head.sort)} for key in pair.head.entries]
+        if len(items) > matching.MAX_TRANSACT_ITEMS:
+            raise matching.ProfileTooLarge(
+                f"{len(pairs)} matches would write {len(items)} items in one TransactWriteItems, over DynamoDB's "
+                f"limit of {matching.MAX_TRANSACT_ITEMS}: cut them with pairing.transactions"
+            )
+        reasons = self._transact(items)
+        if reasons is None:
+            return PairsResult(matched=tuple(results))
+        return PairsResult(lost=lost_in(pairs, reasons), reasons=tuple(reasons))
+
+    def _busy_update(self, pair: Pair, now_ms: int) -> dict[str, Any]:
+        """The agent queued -> busy on the pair's call, if it is still queued in the availability read and (unless
+        agents never time out) seen lately."""
         condition = "agentStatus = :queued AND queueSort = :sort"
         values = {
             ":busy": {"S": AgentStatus.BUSY.value},
             ":queued": {"S": AgentStatus.QUEUED.value},
-            ":call": {"S": call.task_id},
+            ":call": {"S": pair.call.task_id},
             ":now": {"N": str(now_ms)},
             ":one": {"N": "1"},
-            ":sort": {"S": head.sort},
+            ":sort": {"S": pair.head.sort},
         }
         cutoff = self._settings.seen_since_ms(now_ms)
         if cutoff is not None:
             condition += " AND NOT " + _NOT_SEEN_SINCE
             values[":cutoff"] = {"N": str(cutoff)}
-        items.append(
-            {
-                "Update": {
-                    "TableName": self._table,
-                    "Key": matching.agent_key(head.agent_id),
-                    "UpdateExpression": "SET agentStatus = :busy, busyWith = :call, busySince = :now, updated = :now "
-                    "ADD version :one REMOVE entries, queueSort, availableSince",
-                    "ConditionExpression": condition,
-                    "ExpressionAttributeValues": values,
-                }
-            }
-        )
-        items += [{"Delete": self._entry_delete(key, head.sort)} for key in head.entries]
-        if len(items) > matching.MAX_TRANSACT_ITEMS:  # refused at put time; a guard against old items
-            raise matching.ProfileTooLarge(
-                f"matching agent {head.agent_id!r} would write {len(items)} items, over DynamoDB's limit of "
-                f"{matching.MAX_TRANSACT_ITEMS} items per TransactWriteItems"
-            )
-        reasons = self._transact(items)
-        if reasons is None:
-            return MatchResult(MatchOutcome.MATCHED, result=result)
-        if reasons[0] == "ConditionalCheckFailed":
-            return MatchResult(MatchOutcome.CALL_LOST, tuple(reasons))
-        return MatchResult(MatchOutcome.AGENT_TAKEN, tuple(reasons))
+        return {
+            "TableName": self._table,
+            "Key": matching.agent_key(pair.head.agent_id),
+            "UpdateExpression": "SET agentStatus = :busy, busyWith = :call, busySince = :now, updated = :now "
+            "ADD version :one REMOVE entries, queueSort, availableSince",
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -466,3 +462,16 @@ class AgentStore:
             self._db, operation, table=self._table, setting="AGENT_TABLE_NAME", error=AgentStoreError,
             clock=self._clock, **kwargs,
         )
+
+
+def _match_result(pair: Pair, now_ms: int) -> dict[str, Any]:
+    """What a matched call records (its ``result``): the agent, the combination, and how long each waited."""
+    return {
+        "agentId": pair.head.agent_id,
+        "agentName": pair.head.name,
+        "queueKey": pair.head.queue_key,
+        "agentSort": pair.head.sort,
+        "matchedAt": now_ms,
+        "waitedMs": max(0, now_ms - pair.created_ms),
+        "agentIdleMs": max(0, now_ms - pair.head.available_ms),
+    }

@@ -43,6 +43,7 @@ MATCH_BOUNDS: dict[str, tuple[float, float]] = {
     "MATCH_RETRY_BASE_MS": (0, 10_000),
     "MATCH_CALLS_PER_PASS": (1, 1_000_000),
     "AGENT_TIMEOUT_SECONDS": (0, 86_400),
+    "MATCH_HELPER_MIN_AGENTS": (0, 1_000_000),
 }
 _VALUE = re.compile(r"^[a-z0-9][a-z0-9_.+-]{0,63}$")
 _ATTRIBUTE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -71,6 +72,10 @@ class MatchSettings:
     # AGENT_TIMEOUT_SECONDS: an agent not seen (available, heartbeat, call ended) for this long is not matched, and
     # the Matcher takes it offline when it meets it at the head of a queue; 0: agents never time out.
     agent_timeout_seconds: int = 120
+    # MATCH_HELPER_MIN_AGENTS: a matcher that does not watch the queue (a helper, started alongside the watcher) takes
+    # part only when at least this many agents are idle; fewer, the watcher writes them in a few transactions sooner
+    # than a helper could read the snapshot, so the helper leaves after one count (docs/matcher.md). 0: always.
+    helper_min_agents: int = 100
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", validate_attributes(self.attributes))
@@ -87,6 +92,7 @@ class MatchSettings:
             retry_base_ms=read_int(env, "MATCH_RETRY_BASE_MS", "20", MATCH_BOUNDS),
             calls_per_pass=read_int(env, "MATCH_CALLS_PER_PASS", "100000", MATCH_BOUNDS),
             agent_timeout_seconds=read_int(env, "AGENT_TIMEOUT_SECONDS", "120", MATCH_BOUNDS),
+            helper_min_agents=read_int(env, "MATCH_HELPER_MIN_AGENTS", "100", MATCH_BOUNDS),
         )
 
     def seen_since_ms(self, now_ms: int) -> int | None:
@@ -254,11 +260,14 @@ def everyone_key(attributes: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class IdleAgent:
-    """A queued agent as its entry in the everyone partition shows it: its place (sort key) and every key it serves."""
+    """A queued agent as its entry in the everyone partition shows it: its place (sort key), every key it serves,
+    and what a match records of it (its name, since when it is available)."""
 
     sort: str
     agent_id: str
     keys: frozenset[str]
+    name: str = ""
+    available_ms: int = 0
 
 
 class IdlePool:

@@ -8,6 +8,8 @@
                                write of that matcher names TAKEN and its lease, and loses)
     PENDING past its ttl --shed--> SHED (by a reader that meets it; DynamoDB TTL may delete it first)
     TAKEN --renew--> TAKEN (the lease owner extends its lease: heartbeat)
+    PENDING --match--> SUCCESS (a call: the Matcher's match transaction takes it straight from waiting to served,
+                               together with its agent, so no matcher ever holds a call; taskqueue.store.matches)
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ class TaskStatus(StrEnum):
 
 # PENDING -> PENDING is a change that keeps the task waiting (reprioritize, touch); TAKEN -> TAKEN renews a lease.
 ALLOWED_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
-    TaskStatus.PENDING: frozenset({TaskStatus.TAKEN, TaskStatus.CANCELLED, TaskStatus.PENDING, TaskStatus.SHED}),
+    TaskStatus.PENDING: frozenset(
+        {TaskStatus.TAKEN, TaskStatus.CANCELLED, TaskStatus.PENDING, TaskStatus.SHED, TaskStatus.SUCCESS}
+    ),
     TaskStatus.TAKEN: frozenset(
         {TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.PENDING, TaskStatus.TAKEN, TaskStatus.CANCELLED}
     ),

@@ -3,7 +3,8 @@
 One concern per module: ``table`` (request plumbing, batched reads and writes, creating tasks), ``claims``
 (what workers do: find, claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
 redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COUNT queries alone), ``control``
-(per-queue pause and the queue-wide running limit) and ``wake`` (the wake-up handshake's record, on the same control
+(per-queue pause and the queue-wide running limit), ``matches`` (the Matcher's reads of waiting calls, the
+write that matches one, and the plan it shares with other matchers) and ``wake`` (the wake-up handshake's record, on the same control
 item). ``TaskStore`` joins them; import everything from ``taskqueue.store``.
 """
 
@@ -13,6 +14,7 @@ from taskqueue.dynamo import count_all, make_client
 from taskqueue.store.claims import WorkerTransitions
 from taskqueue.store.control import QueueControl, QueueControls, Token
 from taskqueue.store.counts import Counts, QueueDepth
+from taskqueue.store.matches import CallFacts, MatchPlans, MatchTransitions, PlanHead
 from taskqueue.store.operator import OperatorOperations
 from taskqueue.store.reading import LISTABLE_BY_INDEX, QueueStats, Reading, TaskPage
 from taskqueue.store.table import (
@@ -29,8 +31,10 @@ from taskqueue.store.wake import WakeRecords
 
 __all__ = [
     "LISTABLE_BY_INDEX",
+    "PlanHead",
     "READY_INDEX",
     "STATUS_INDEX",
+    "CallFacts",
     "Candidate",
     "CreateResult",
     "QueueControl",
@@ -48,5 +52,5 @@ __all__ = [
 ]
 
 
-class TaskStore(WorkerTransitions, OperatorOperations, Counts, Reading, QueueControls, WakeRecords):
+class TaskStore(WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, Counts, Reading, QueueControls, WakeRecords):
     """Every operation on the queue table (see the modules of this package for each concern)."""

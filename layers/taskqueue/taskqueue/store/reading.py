@@ -19,7 +19,6 @@ from taskqueue.store.table import (
     READY_INDEX,
     STATUS_INDEX,
     QueueTable,
-    _key,
     candidate_of,
     is_claimable,
 )
@@ -192,24 +191,6 @@ class Reading(QueueTable):
             if not batch:
                 break
             found += batch
-        return found
-
-    def payloads(self, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Task id -> payload, for tasks whose payload never changes once created (the Matcher's calls): 100 per
-        BatchGetItem, only ``taskId`` and ``payload`` read, eventually consistent (a payload is written once,
-        before the task can be claimed). Ids no longer in the table are left out; a payload that is not JSON
-        comes back as {"invalid": <its first 100 characters>}, for the caller to refuse."""
-        found: dict[str, dict[str, Any]] = {}
-        ids = list(dict.fromkeys(task_ids))
-        for start in range(0, len(ids), _BATCH_GET_LIMIT):
-            request = {self._table: {"Keys": [_key(t) for t in ids[start : start + _BATCH_GET_LIMIT]],
-                                     "ProjectionExpression": "taskId, payload"}}
-            for item in self._batch_get(request):
-                text = item.get("payload", {}).get("S")
-                try:
-                    found[item["taskId"]["S"]] = json.loads(text) if text else {}
-                except ValueError:
-                    found[item["taskId"]["S"]] = {"invalid": text[:100] if text else None}
         return found
 
     def stats(self, queues: Sequence[str] | None = None, include_success: bool = False, now_ms: int | None = None) -> list[QueueStats]:
