@@ -15,9 +15,22 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
 
 
-def template() -> dict[str, Any]:
+def template(*, billing_as_deployed: bool = True) -> dict[str, Any]:
+    """template.yaml as cfn-lint decodes it. ``billing_as_deployed``: the tables' capacity settings resolved for the
+    default ``BillingMode`` (PAY_PER_REQUEST: no ProvisionedThroughput), so helpers can hand a table's properties
+    to CreateTable as they are (issue 21 made BillingMode a parameter)."""
     tpl, errors = decode(str(TEMPLATE))
     assert not errors, errors
+    if billing_as_deployed:
+        mode = tpl["Parameters"]["BillingMode"]["Default"]
+        for resource in tpl["Resources"].values():
+            if resource.get("Type") != "AWS::DynamoDB::Table":
+                continue
+            props = resource["Properties"]
+            props["BillingMode"] = mode
+            for entry in [props, *props.get("GlobalSecondaryIndexes", [])]:
+                if mode == "PAY_PER_REQUEST":
+                    entry.pop("ProvisionedThroughput", None)
     return tpl
 
 

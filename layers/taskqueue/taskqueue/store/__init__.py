@@ -3,8 +3,8 @@
 One concern per module: ``table`` (request plumbing, batched reads and writes, creating tasks), ``claims``
 (what workers do: find, claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
 redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COUNT queries alone), ``control``
-(per-queue pause and the queue-wide running limit) and ``wake`` (the wake-up handshake's record, on the same control
-item). ``TaskStore`` joins them; import everything from ``taskqueue.store``.
+(per-queue pause and the queue-wide running limit) ``wake`` (the wake-up handshake's record, on the same control
+item) and ``delayed`` (the queue's delayed head, on it too). ``TaskStore`` joins them; import everything from ``taskqueue.store``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from taskqueue.dynamo import count_all, make_client
 from taskqueue.store.claims import WorkerTransitions
 from taskqueue.store.control import QueueControl, QueueControls, Token
 from taskqueue.store.counts import Counts, QueueDepth
+from taskqueue.store.delayed import DelayedHeads
 from taskqueue.store.operator import OperatorOperations
 from taskqueue.store.reading import LISTABLE_BY_INDEX, QueueStats, Reading, TaskPage
 from taskqueue.store.table import (
@@ -48,5 +49,5 @@ __all__ = [
 ]
 
 
-class TaskStore(WorkerTransitions, OperatorOperations, Counts, Reading, QueueControls, WakeRecords):
+class TaskStore(WorkerTransitions, OperatorOperations, Counts, Reading, QueueControls, WakeRecords, DelayedHeads):
     """Every operation on the queue table (see the modules of this package for each concern)."""
