@@ -62,6 +62,7 @@ class ClaimControl:
         self._view_seconds = LANE_VIEW_SECONDS
         self._consistent_view = True
         self.record: WakeRecord | None = None  # the queue's record as this run last read it (any read)
+        self.record_read_ms = 0  # when (epoch ms)
 
     @property
     def queue(self) -> str:
@@ -73,6 +74,7 @@ class ClaimControl:
         """A read or write of the queue's record returned ``record``: it carries ``paused`` and the delayed head,
         so it also counts as a pause check."""
         self.record = record
+        self.record_read_ms = self._clock.now_ms()
         self._next_pause_check = self._clock.monotonic() + PAUSE_CHECK_SECONDS
 
     def paused_now(self) -> bool:

@@ -126,9 +126,11 @@ class Worker:
         self._slots_held = 0
         self._claiming = False
         self._slot_lock = threading.Lock()
-        # The earliest not-before this run wrote (its retries) and when: its own delayed entries, which the record
-        # it last read may not show yet (taskqueue.delayed_head).
-        self._own_delayed: tuple[int, int] | None = None
+        # This run's own retries, task id -> (not-before, when announced): delayed entries the record it last read may
+        # not show yet (taskqueue.delayed_head); forgotten once claimed, or once a look late enough saw them.
+        self._own_delayed: dict[str, tuple[int, int]] = {}
+        self._announced_ms: int | None = None  # when this run last announced a retry of its own
+        self._head_dirty = False  # this run claimed a delayed entry: the head may be raised at its next look
         self._found_head: tuple[int, int | None] | None = None  # (look ms, earliest delayed entry that look found)
 
     def recover_leases(self, queue: str, report: WorkerReport) -> None:
@@ -168,7 +170,7 @@ class Worker:
             lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
         )
         self._control = control
-        self._own_delayed = self._found_head = None
+        self._own_delayed, self._found_head, self._announced_ms, self._head_dirty = {}, None, None, False
         with self._slot_lock:
             self._spare, self._slots_held, self._claiming = [], 0, True
         # Producers count on the watcher to see what they write; it lingers on an empty queue before it stops.
@@ -290,6 +292,10 @@ class Worker:
                         report.lost += 1
                         control.lost_a_claim()
                         continue
+                    with self._count_lock:
+                        self._own_delayed.pop(task.task_id, None)  # its retry is claimed: no longer waiting
+                    if candidate.not_before_ms is not None:
+                        self._head_dirty = True  # a delayed entry left: the next look may raise the head
                     free -= 1
                     claimed_now += 1
                     report.claimed += 1
@@ -365,7 +371,7 @@ class Worker:
 
     def _work_left(self, queue: str, report: WorkerReport) -> bool:
         try:
-            query_delayed = delayed_head.delayed_due(self._known_head(), self._clock.now_ms())
+            query_delayed = self._head_dirty or delayed_head.delayed_due(self._known_head(), self._clock.now_ms())
             if self._store.has_claimable(queue, delayed=query_delayed):
                 return True
             if query_delayed:
@@ -441,16 +447,19 @@ class Worker:
 
     # ---- the delayed partitions, read only when the queue's delayed head says an entry may be due ----------
 
+    def _own_head(self) -> int | None:
+        with self._count_lock:
+            return min((nb for nb, _ in self._own_delayed.values()), default=None)
+
     def _known_head(self) -> int | None:
         """The earliest not-before this run knows of: the record's head (unknown record: 0, look), its own retries'."""
         record = self._control.record
-        return delayed_head.earliest(0 if record is None else record.delayed_head_ms,
-                                     None if self._own_delayed is None else self._own_delayed[0])
+        return delayed_head.earliest(0 if record is None else record.delayed_head_ms, self._own_head())
 
     def _look(self, queue: str, wanted: int, look_ms: int) -> list[Candidate]:
         """The next ``wanted`` claimable tasks; the delayed partitions only when an entry may be due. A look at them
         that finds none due finds the next one (``next_due_ms``) and raises the record's head to it if it may."""
-        query_delayed = delayed_head.delayed_due(self._known_head(), look_ms)
+        query_delayed = self._head_dirty or delayed_head.delayed_due(self._known_head(), look_ms)
         candidates = self._store.candidates(queue, wanted, look_ms, delayed=query_delayed)
         if query_delayed and not any(c.not_before_ms is not None for c in candidates):
             self._refresh_head(queue)
@@ -458,6 +467,16 @@ class Worker:
 
     def _refresh_head(self, queue: str) -> None:
         started_ms = self._clock.now_ms()
+        self._head_dirty = False
+        with self._count_lock:
+            announced = self._announced_ms
+            # This run's retries that a look now sees for sure (the index's lag allowance passed): the found head
+            # covers them.
+            lag_ms = int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
+            self._own_delayed = {t: v for t, v in self._own_delayed.items() if started_ms < v[1] + lag_ms}
+        if announced is not None and announced >= self._control.record_read_ms:
+            # The record this run holds predates its own announcement: read it, or the raise would name a stale seq.
+            self._control.see_record(self._store.read_wake_record(queue, consistent=False))
         found = self._store.next_due_ms(queue, started_ms)
         self._found_head = (started_ms, found)
         seen = self._control.record
@@ -465,25 +484,19 @@ class Worker:
             record = self._store.raise_delayed_head(queue, seen, found, started_ms)
             if record is not None:
                 self._control.see_record(record)
-        own = self._own_delayed
-        if own is not None and started_ms >= own[1] + int(INDEX_LAG_ALLOWANCE_SECONDS * 1000):
-            self._own_delayed = None  # that look saw this run's retries: the found head covers them
 
     def _due_in_seconds(self) -> float | None:
         """When the next delayed entry falls due (seconds from now; 0: due), or ``None``: none known."""
         now_ms = self._clock.now_ms()
         due = self._known_head()
         if due is not None and due <= now_ms and self._found_head is not None:
-            due = delayed_head.earliest(self._found_head[1], None if self._own_delayed is None else self._own_delayed[0])
+            due = delayed_head.earliest(self._found_head[1], self._own_head())
         return None if due is None else max(0.0, (due - now_ms) / 1000)
 
-    def _note_own_delayed(self, not_before_ms: int) -> None:
+    def _note_own_delayed(self, task_id: str, not_before_ms: int) -> None:
         with self._count_lock:
-            own = self._own_delayed
-            if own is None or not_before_ms < own[0]:
-                self._own_delayed = (not_before_ms, self._clock.now_ms())
-            else:
-                self._own_delayed = (own[0], self._clock.now_ms())
+            self._announced_ms = self._clock.now_ms()
+            self._own_delayed[task_id] = (not_before_ms, self._announced_ms)
 
     # ---- running-limit slots, held while this run claims -------------------------------------------------
 
@@ -572,7 +585,7 @@ class Worker:
                 report,
             )
             if released:
-                self._note_own_delayed(not_before)
+                self._note_own_delayed(task.task_id, not_before)
                 with self._stale_lock:  # its new index entry is real: claimable again once due
                     self._stale.pop(task.task_id, None)
                 self._add(report, "released")
