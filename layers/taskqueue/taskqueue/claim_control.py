@@ -27,6 +27,8 @@ from taskqueue.lanes import (
     LaneView,
     claim_order,
     claim_window,
+    owned_shards,
+    shard_view,
 )
 from taskqueue.store import Candidate, TaskStore, Token
 
@@ -61,6 +63,7 @@ class ClaimControl:
         self._lanes_until_ms: int | None = None  # a lazy join's lane lease, until the claim deadline
         self._view_seconds = LANE_VIEW_SECONDS
         self._consistent_view = True
+        self._shard_owner = False  # a lazy joiner (the worker) reads only the shards its lane owns
         self.record: WakeRecord | None = None  # the queue's record as this run last read it (any read)
         self.record_read_ms = 0  # when (epoch ms)
 
@@ -102,6 +105,7 @@ class ClaimControl:
             self._lanes_until_ms = until_ms
             self._view_seconds = LAZY_LANE_VIEW_SECONDS
             self._consistent_view = False
+            self._shard_owner = True
             return
         self._take_lane(until_ms)
         if self._lane is not None:
@@ -135,13 +139,24 @@ class ClaimControl:
         self._lane = None
 
     def window(self, capacity: int) -> int:
-        """How many claimable tasks to read so the plan sees its whole window."""
-        return claim_window(self._current_view(), capacity)
+        """How many claimable tasks to read so the plan sees its whole window (among the lanes of its shards)."""
+        return claim_window(self._planning_view(), capacity)
+
+    def _planning_view(self) -> LaneView | None:
+        view = self._current_view()
+        return shard_view(view, self._store.settings.queue_shards) if self._shard_owner else view
+
+    def shards(self) -> tuple[int, ...] | None:
+        """The shards this run reads (``taskqueue.lanes.owned_shards``): ``None``, every shard."""
+        if not self._shard_owner:
+            return None
+        return owned_shards(self._current_view(), self._store.settings.queue_shards)
 
     def plan(self, candidates: Sequence[Candidate], capacity: int | None = None) -> list[Candidate]:
         """The candidates to try, in order (``taskqueue.lanes.claim_order``); ``capacity`` None: the window is
         all of ``candidates`` (a Matcher's pass)."""
-        view = self._current_view()
+        # With several shards, the lanes reading this run's shards (``taskqueue.lanes.shard_view``).
+        view = self._planning_view()
         if capacity is None:
             capacity = -(-len(candidates) // (view.lanes if view else 1)) or 1
         plan = claim_order(

@@ -460,7 +460,8 @@ class Worker:
         """The next ``wanted`` claimable tasks; the delayed partitions only when an entry may be due. A look at them
         that finds none due finds the next one (``next_due_ms``) and raises the record's head to it if it may."""
         query_delayed = self._head_dirty or delayed_head.delayed_due(self._known_head(), look_ms)
-        candidates = self._store.candidates(queue, wanted, look_ms, delayed=query_delayed)
+        shards = self._control.shards()  # with lanes over several shards, the shards this run owns
+        candidates = self._store.candidates(queue, wanted, look_ms, delayed=query_delayed, shards=shards)
         if query_delayed and not any(c.not_before_ms is not None for c in candidates):
             self._refresh_head(queue)
         return candidates
