@@ -10,6 +10,9 @@ deliveries to Lambda, EventBridge schedule rules.
 What each design pays per task (the runner's own time is the same work in every design and left out; so is
 storage — except that the seed never deletes anything, see docs/benchmarks.md):
 
+- product on provisioned capacity (``queue_design_provisioned``): the same units at the provisioned price per
+  consumed unit, at an assumed utilisation (``DEFAULT_UTILISATION``, the template's auto-scaling target); the
+  break-even utilisation against on-demand is ``break_even_utilisation()`` (~29 %, reads and writes alike).
 - product and seed: DynamoDB write and read units per completed task (measured with the cost meter), Lambda
   invocations and GB-seconds per task (the invocation model, durations are its assumptions), SNS publishes
   per task (the model). Tasks are written by the producer itself (no CreateTasks invocation in any design).
@@ -36,6 +39,30 @@ PRICES = {
     "sqs_request": 0.40 / 1e6,  # $ per request (standard queue, up to 64 KB)
 }
 FREE = ("DynamoDB Streams GetRecords by Lambda triggers", "SNS deliveries to Lambda", "EventBridge schedule rules")
+
+# Provisioned capacity (BillingMode PROVISIONED), us-east-1, Standard table class, same source and caveat as PRICES:
+# $ per capacity unit-hour. A unit provisioned for an hour serves 3,600 units; at utilisation u (the consumed share,
+# which target-tracking auto scaling steers to AutoScalingTargetUtilization) a consumed unit costs price / (3600 u).
+PROVISIONED_PRICES = {
+    "dynamodb_wcu_hour": 0.00065,
+    "dynamodb_rcu_hour": 0.00013,
+}
+# The template's AutoScalingTargetUtilization default: the utilisation the provisioned figures assume.
+DEFAULT_UTILISATION = 0.70
+
+
+def provisioned_unit_prices(utilisation: float) -> tuple[float, float]:
+    """$ per consumed write unit and per consumed read unit on provisioned capacity at ``utilisation`` (0-1]."""
+    if not 0 < utilisation <= 1:
+        raise ValueError(f"utilisation is the consumed share of provisioned capacity, in (0, 1]: got {utilisation!r}")
+    return (PROVISIONED_PRICES["dynamodb_wcu_hour"] / (3600 * utilisation),
+            PROVISIONED_PRICES["dynamodb_rcu_hour"] / (3600 * utilisation))
+
+
+def break_even_utilisation() -> dict[str, float]:
+    """The utilisation above which provisioned capacity costs less per consumed unit than on-demand (writes, reads)."""
+    write, read = provisioned_unit_prices(1.0)
+    return {"write": write / PRICES["dynamodb_write_request_unit"], "read": read / PRICES["dynamodb_read_request_unit"]}
 
 
 @dataclass(frozen=True)
@@ -64,6 +91,23 @@ def queue_design(wcu_per_task: float, rcu_per_task: float, invocations_per_task:
         lambda_requests=m * invocations_per_task * PRICES["lambda_request"],
         lambda_compute=m * gb_seconds_per_task * PRICES["lambda_gb_second_arm64"],
         sns=m * publishes_per_task * PRICES["sns_publish"],
+        sqs=0.0,
+    )
+
+
+def queue_design_provisioned(wcu_per_task: float, rcu_per_task: float, invocations_per_task: float,
+                             gb_seconds_per_task: float, publishes_per_task: float,
+                             utilisation: float = DEFAULT_UTILISATION) -> CostPerMillion:
+    """``queue_design`` with the tables on provisioned capacity at ``utilisation`` (a steady flow, auto scaling on
+    every table and index; each one's minimum capacity is below what a steady 10 tasks/s consumes)."""
+    write, read = provisioned_unit_prices(utilisation)
+    m = 1e6
+    on_demand = queue_design(wcu_per_task, rcu_per_task, invocations_per_task, gb_seconds_per_task, publishes_per_task)
+    return CostPerMillion(
+        dynamodb=m * (wcu_per_task * write + rcu_per_task * read),
+        lambda_requests=on_demand.lambda_requests,
+        lambda_compute=on_demand.lambda_compute,
+        sns=on_demand.sns,
         sqs=0.0,
     )
 

@@ -41,13 +41,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import pickup  # noqa: E402
 from bench.common import ROOT, Spread, template_values  # noqa: E402
-from bench.dollars import FREE, PRICES, PRICES_AS_OF, REGION, queue_design, sqs_lambda  # noqa: E402
+from bench.dollars import (  # noqa: E402
+    DEFAULT_UTILISATION,
+    FREE,
+    PRICES,
+    PRICES_AS_OF,
+    REGION,
+    break_even_utilisation,
+    queue_design,
+    queue_design_provisioned,
+    sqs_lambda,
+)
 from bench.invocation_model import product_model, seed_model, simulate  # noqa: E402
-from bench.scale_model import loads_from_partitions, max_sustainable_rate  # noqa: E402
+from bench.scale_model import control_item_load, loads_from_partitions, max_sustainable_rate, workers_needed  # noqa: E402
 
 PY = sys.executable
 RATES = (1.0, 10.0)
-SHARDS = (1, 4, 16, 32)
+SHARDS = (1, 4, 16, 24, 32, 64)
+# The shard-ownership rows (claim lanes own shards, taskqueue.lanes.owned_shards) assume producers that send this many
+# tasks per CreateTasks request (each request touches the queue's record once: one item, one partition) and the
+# concurrency sizing below (an assumption for DynamoDB, stated in docs/scaling.md; not measured here).
+TASKS_PER_REQUEST = 100
+CLAIM_SECONDS = 0.010  # one conditional write's latency on DynamoDB (single-digit ms, documented), one claim after another
+SCALE_RUNNER = (100, 1.0)  # a runner holding 100 tasks at once (RunnerCapacity) of 1 s each
+TARGET_RATE = 10_000
 
 
 class Plan:
@@ -207,6 +224,14 @@ def scale_model(partitions: dict[str, dict[str, float]]) -> dict[str, Any]:
         for shards in (SHARDS if shardable else (1,)):
             rate, hottest = max_sustainable_rate(loads, shards)
             out[f"{design}@{regime}@{shards}"] = {"rate": rate, "hottest": hottest}
+        if shardable:  # shards owned by claim lanes: each shard's reads come from its own lanes' polls
+            owned = loads_from_partitions(design_partitions, shardable=True, owned_reads=True)
+            owned.append(control_item_load(TASKS_PER_REQUEST))
+            for shards in SHARDS:
+                rate, hottest = max_sustainable_rate(owned, shards)
+                capacity, seconds = SCALE_RUNNER
+                workers = workers_needed(rate, claim_seconds=CLAIM_SECONDS, runner_capacity=capacity, runner_seconds=seconds)
+                out[f"owned@{regime}@{shards}"] = {"rate": rate, "hottest": hottest, "workers": workers}
     return out
 
 
@@ -221,6 +246,11 @@ def dollars(idle_runs: dict[str, list[dict[str, Any]]], model: dict[str, Any]) -
             cost = queue_design(spread(units, "wcu").median, spread(units, "rcu").median, per_task("total_per_1000"), gb,
                                 per_task("publishes_per_1000"))
             out[f"{design}@{rate:g}"] = cost.as_dict()
+            if design == "product":  # the same units on provisioned capacity (BillingMode PROVISIONED, a steady flow)
+                provisioned = queue_design_provisioned(
+                    spread(units, "wcu").median, spread(units, "rcu").median, per_task("total_per_1000"), gb,
+                    per_task("publishes_per_1000"), DEFAULT_UTILISATION)
+                out[f"product-provisioned@{rate:g}"] = provisioned.as_dict()
         cost, detail = sqs_lambda(rate)
         out[f"sqs@{rate:g}"] = {**cost.as_dict(), **detail}
     return out
@@ -286,6 +316,15 @@ def build_table(r: dict[str, Any]) -> Table:
         t.add(f"$ per million tasks at {per_s(rate)}", d[f"product@{rate:g}"]["total"], d[f"seed@{rate:g}"]["total"], seed_lifo)
         t.add(f"$ per million tasks at {per_s(rate)}", d[f"product@{rate:g}"]["total"], d[f"sqs@{rate:g}"]["total"],
               "SQS standard + Lambda (no LIFO/priorities/shedding)")
+    utilisation = f"{DEFAULT_UTILISATION:.0%}"
+    t.section(f"Dollars per million tasks on provisioned capacity (BillingMode PROVISIONED, steady flow, {utilisation} "
+              f"utilisation assumed; break-even against on-demand at {break_even_utilisation()['write']:.0%})")
+    for rate in RATES:
+        d = r["dollars"]
+        t.add(f"$ per million tasks at {per_s(rate)}, provisioned", d[f"product-provisioned@{rate:g}"]["total"],
+              d[f"product@{rate:g}"]["total"], "this project on-demand")
+        t.add(f"$ per million tasks at {per_s(rate)}, provisioned", d[f"product-provisioned@{rate:g}"]["total"],
+              d[f"sqs@{rate:g}"]["total"], "SQS standard + Lambda (no LIFO/priorities/shedding)")
     t.section("Lambda invocations per 1,000 tasks (invocation model, template values)")
     for rate in RATES:
         m = r["model"]
@@ -356,6 +395,12 @@ def build_table(r: dict[str, Any]) -> Table:
     for shards in SHARDS:
         t.add(f"{shards} shard{'s' if shards > 1 else ''}, runner saturated", sc[f"product@saturated@{shards}"]["rate"], seed_sat,
               "seed: one PENDING index key", 0)
+    t.section(f"Scale model, shards owned by claim lanes ({TASKS_PER_REQUEST} tasks per producer request; target "
+              f"{TARGET_RATE:,} tasks/s)")
+    for shards in SHARDS:
+        owned = sc[f"owned@idle@{shards}"]
+        t.add(f"{shards} shard{'s' if shards > 1 else ''}, runner keeping up, owned shards ({owned['workers']} workers)",
+              owned["rate"], sc[f"product@idle@{shards}"]["rate"], "every worker reading every shard", 0)
     return t
 
 
@@ -521,6 +566,14 @@ def scale_markdown(r: dict[str, Any]) -> str:
     seed_idle, seed_sat = sc["seed@idle@1"], sc["seed@saturated@1"]
     lines.append(f"| seed (1 key, cannot shard) | {seed_idle['rate']:,.0f} | {seed_idle['hottest']} | {seed_sat['rate']:,.0f} | "
                  f"{seed_sat['hottest']} |")
+    capacity, seconds = SCALE_RUNNER
+    lines += ["", f"Shards owned by claim lanes (each lane reads only its shards; {TASKS_PER_REQUEST} tasks per producer "
+              f"request; workers: one claim per {CLAIM_SECONDS * 1000:.0f} ms each, a runner of {capacity} tasks x {seconds:g} s):", "",
+              "| shards | runner keeping up, tasks/s | workers (claim lanes) | limited by | runner saturated, tasks/s | limited by |",
+              "|---:|---:|---:|---|---:|---|"]
+    for shards in SHARDS:
+        idle, sat = sc[f"owned@idle@{shards}"], sc[f"owned@saturated@{shards}"]
+        lines.append(f"| {shards} | {idle['rate']:,.0f} | {idle['workers']} | {idle['hottest']} | {sat['rate']:,.0f} | {sat['hottest']} |")
     return "\n".join(lines)
 
 

@@ -118,12 +118,15 @@ def max_sustainable_rate(loads: Iterable[Load], shards: int, *, write_capacity: 
     return low, hottest
 
 
-def loads_from_partitions(partitions: dict[str, float], *, shardable: bool, queue: str = "work") -> list[Load]:
+def loads_from_partitions(partitions: dict[str, float], *, shardable: bool, queue: str = "work",
+                          owned_reads: bool = False) -> list[Load]:
     """The cost meter's per-task units by partition ("write|ReadyIndex|work#0") as simulation loads.
 
     ``shardable`` (the product): a partition of ``queue`` takes its writes from its own shard's tasks and its
-    reads from every poll (every shard); other queues' partitions (the safety net's reads of queue "calls")
-    are left out. Not shardable (the seed): every partition is a single key."""
+    reads from every poll (every shard), or, with ``owned_reads`` (shards owned by claim lanes,
+    ``taskqueue.lanes.owned_shards``), from the polls of its own shard's lanes only (its own shard's tasks); other
+    queues' partitions (the safety net's reads of queue "calls") are left out. Not shardable (the seed): every
+    partition is a single key."""
     loads: list[Load] = []
     for key, units in partitions.items():
         kind, index, partition = key.split("|", 2)
@@ -131,7 +134,7 @@ def loads_from_partitions(partitions: dict[str, float], *, shardable: bool, queu
             if not partition.startswith(f"{queue}#"):
                 continue
             role = f"{index} {_role(partition, queue)}"
-            loads.append(Load(role, kind, units, OWN_SHARD if kind == "write" else EVERY_SHARD))
+            loads.append(Load(role, kind, units, OWN_SHARD if kind == "write" or owned_reads else EVERY_SHARD))
         else:
             loads.append(Load(f"{index} {partition}", kind, units, SINGLE))
     return loads
@@ -145,3 +148,16 @@ def _role(partition: str, queue: str) -> str:
     if parts[-1] == "delayed":
         return "delayed"
     return parts[0]
+
+
+def control_item_load(tasks_per_request: float) -> Load:
+    """The queue's record (``queue#<name>``, one table item, so one partition whatever QueueShards is): every
+    producer request touches it once (the wake-up handshake), so it takes 1 / tasks-per-request writes per task.
+    Its reads (the watcher's linger polls) happen only when the queue is empty, never at a rate that limits."""
+    return Load("control item queue#work (producer touches)", "write", 1.0 / tasks_per_request, SINGLE)
+
+
+def workers_needed(rate: float, *, claim_seconds: float, runner_capacity: int, runner_seconds: float) -> int:
+    """Concurrent workers (claim lanes) a rate takes: a worker claims one task per conditional write, one after
+    another (``claim_seconds`` each), and holds ``runner_capacity`` tasks of ``runner_seconds`` at once."""
+    return max(1, math.ceil(rate * claim_seconds), math.ceil(rate * runner_seconds / runner_capacity))

@@ -17,11 +17,24 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
 
 
-def template() -> dict[str, Any]:
+def template(*, billing_as_deployed: bool = True) -> dict[str, Any]:
     """template.yaml as cfn-lint decodes it: a copy of the one parse of this process and version of the file (a
-    parse costs 25-100 ms and the suite asks for it hundreds of times), so a caller may change what it gets."""
+    parse costs 25-100 ms and the suite asks for it hundreds of times), so a caller may change what it gets.
+    ``billing_as_deployed``: the tables' capacity settings resolved for the default ``BillingMode``
+    (PAY_PER_REQUEST: no ProvisionedThroughput), so helpers can hand a table's properties to CreateTable as they are."""
     stat = TEMPLATE.stat()
-    return copy.deepcopy(_parsed_template(stat.st_mtime_ns, stat.st_size))
+    tpl = copy.deepcopy(_parsed_template(stat.st_mtime_ns, stat.st_size))
+    if billing_as_deployed:
+        mode = tpl["Parameters"]["BillingMode"]["Default"]
+        for resource in tpl["Resources"].values():
+            if resource.get("Type") != "AWS::DynamoDB::Table":
+                continue
+            props = resource["Properties"]
+            props["BillingMode"] = mode
+            for entry in [props, *props.get("GlobalSecondaryIndexes", [])]:
+                if mode == "PAY_PER_REQUEST":
+                    entry.pop("ProvisionedThroughput", None)
+    return tpl
 
 
 @functools.cache

@@ -81,6 +81,10 @@ def test_throttled_control_reads_and_writes_slow_a_run_down_but_never_stop_or_un
     faulty = FaultyClient(store._db)
     throttled = TaskStore(faulty, dataclasses.replace(store.settings, claim_lanes=2, running_limit=2), clock)
     create(throttled, clock, 4)
+    # Another worker watches the queue, so this run is a helper: a lone watcher takes no lane (issue 21: lanes only
+    # once another claimer is met) and its watch write returns the record the pause check reads, so only a helper
+    # still makes every control read this test refuses (the lanes read, then the record's pause read).
+    assert throttled.watch("work", "the-watcher", clock.now_ms() + 60_000) is not None
     faulty.fail("get_item", "ThrottlingException", "ProvisionedThroughputExceededException")
     faulty.fail("batch_get_item", "ThrottlingException")
     running, most = 0, 0

@@ -102,9 +102,9 @@ class LaggingIndex(TaskStore):
 
     lag = 0.6
 
-    def candidates(self, queue, limit, now_ms=None, *, shed=True):
+    def candidates(self, queue, limit, now_ms=None, *, shed=True, **reads):  # **reads: the worker passes delayed= (issue 21: the delayed partitions read only when due)
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        shown = super().candidates(queue, limit, now_ms, shed=shed)
+        shown = super().candidates(queue, limit, now_ms, shed=shed, **reads)
         return [c for c in shown if self.get(c.task_id).created_ms <= now_ms - self.lag * 1000]
 
 

@@ -154,10 +154,10 @@ def test_a_round_of_lost_claims_pauses_instead_of_spinning(store, clock):
     class StaleIndex(TaskStore):
         reads = 0
 
-        def candidates(self, queue, limit, now_ms=None, *, shed=True):
+        def candidates(self, queue, limit, now_ms=None, *, shed=True, **reads):  # **reads: the worker passes delayed= (issue 21: the delayed partitions read only when due)
             StaleIndex.reads += 1
             assert StaleIndex.reads < 1000, "the worker spins on entries it cannot claim"
-            return super().candidates(queue, limit, now_ms, shed=shed)
+            return super().candidates(queue, limit, now_ms, shed=shed, **reads)
 
         def claim(self, candidate, owner, now_ms=None, **bounds):
             return None  # the index still shows an entry another worker claimed
@@ -207,9 +207,9 @@ def test_a_throttled_check_for_work_left_tail_calls_rather_than_strand_work(dyna
     client = FaultyClient(dynamodb)
 
     class ThrottledAtTheEnd(TaskStore):
-        def has_claimable(self, queue, now_ms=None):
+        def has_claimable(self, queue, now_ms=None, **reads):  # **reads: the worker passes delayed= (issue 21: the delayed partitions read only when due)
             client.fail("query", "ThrottlingException")
-            return super().has_claimable(queue, now_ms)
+            return super().has_claimable(queue, now_ms, **reads)
 
     report = worker(ThrottledAtTheEnd(client, settings, clock), lambda task: None, clock).run("work", 1)
     assert report.work_remains is True and report.retried == 1
@@ -272,9 +272,9 @@ def test_entries_the_index_still_shows_after_a_claim_are_skipped_not_claimed_aga
         first: list = []
         claims: list[str] = []
 
-        def candidates(self, queue, limit, now_ms=None, *, shed=True):
+        def candidates(self, queue, limit, now_ms=None, *, shed=True, **reads):  # **reads: the worker passes delayed= (issue 21: the delayed partitions read only when due)
             if not LaggingIndex.first:
-                LaggingIndex.first = super().candidates(queue, limit, now_ms, shed=shed)
+                LaggingIndex.first = super().candidates(queue, limit, now_ms, shed=shed, **reads)
             return list(LaggingIndex.first)
 
         def claim(self, candidate, owner, now_ms=None, **bounds):

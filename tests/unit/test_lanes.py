@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.lanes import LaneView, claim_order, claim_window, lane_of
+from taskqueue.lanes import LaneView, claim_order, claim_window, lane_of, owned_shards, shard_view
 
 ids = st.lists(st.uuids().map(str), min_size=0, max_size=80, unique=True)
 held_lanes = st.sets(st.integers(0, 15), min_size=2, max_size=8).map(lambda s: tuple(sorted(s)))
@@ -74,3 +74,32 @@ def test_the_lane_of_a_task_is_stable_spread_and_moves_only_when_its_lane_comes_
     assert 600 < len(moved) < 1000  # about a fifth
     with pytest.raises(ValueError, match="no lane is held"):
         lane_of("x", ())
+
+
+@given(
+    held=st.sets(st.integers(min_value=0, max_value=99), min_size=2, max_size=40),
+    shards=st.integers(min_value=2, max_value=64),
+)
+def test_every_shard_is_read_by_some_lane_and_each_lane_reads_its_share(held, shards):
+    """Issue 21: shard ownership by claim lane. Each worker reads only its own shards (about shards / lanes queries
+    per look, at least one, so total reads stay flat as shards grow), and no shard is left without a reader."""
+    views = [LaneView(lane=lane, held=tuple(sorted(held))) for lane in held]
+    owned = {view.lane: owned_shards(view, shards) for view in views}
+    readers = sorted(shard for o in owned.values() for shard in o)
+    assert set(readers) == set(range(shards))  # no shard without a reader
+    assert all(len(o) == max(1, -(-shards // len(held))) or len(o) == shards // len(held) for o in owned.values())
+    if shards >= len(held):
+        assert readers == list(range(shards))  # each shard exactly one owner
+    for view in views:  # the lanes sharing a shard agree on who shares it: the window rule among them
+        sharing = shard_view(view, shards)
+        assert view.lane in sharing.held
+        assert all(owned[lane] == owned[view.lane] for lane in sharing.held)
+        assert all(owned[lane] != owned[view.lane] for lane in set(held) - set(sharing.held))
+
+
+def test_alone_without_a_lane_or_on_one_shard_a_worker_reads_every_shard():
+    assert owned_shards(None, 16) is None
+    assert owned_shards(LaneView(lane=3, held=(3,)), 16) is None
+    assert owned_shards(LaneView(lane=3, held=(1, 3)), 1) is None
+    assert owned_shards(LaneView(lane=5, held=(1, 5)), 4) == (1, 3)
+    assert owned_shards(LaneView(lane=5, held=(1, 5, 7)), 2) == (1,)

@@ -425,3 +425,35 @@ def test_agent_table_access_is_least_privilege_for_each_function():
         ("dynamodb:Query", json.dumps({"Fn::Sub": "${QueueTable.Arn}/index/ReadyIndex"})),
         ("dynamodb:UpdateItem", json.dumps({"Fn::GetAtt": ["QueueTable", "Arn"]})),
     ]
+
+
+def test_billing_mode_is_on_demand_by_default_and_provisioned_scales_every_table_and_index():
+    """Issue 21: BillingMode PROVISIONED gives every table and index provisioned throughput and target-tracking auto
+    scaling, reads and writes apart; the default stays on-demand, with no scaling resource created."""
+    raw = template(billing_as_deployed=False)
+    param = raw["Parameters"]["BillingMode"]
+    assert param["Default"] == "PAY_PER_REQUEST" and set(param["AllowedValues"]) == {"PAY_PER_REQUEST", "PROVISIONED"}
+    assert raw["Conditions"]["Provisioned"] == {"Fn::Equals": [{"Ref": "BillingMode"}, "PROVISIONED"]}
+    wanted: set[tuple[str, str]] = set()
+    for logical, resource in raw["Resources"].items():
+        if resource["Type"] != "AWS::DynamoDB::Table":
+            continue
+        props = resource["Properties"]
+        assert props["BillingMode"] == {"Ref": "BillingMode"}
+        for entry, resource_id in [(props, f"table/${{{logical}}}")] + [
+            (index, f"table/${{{logical}}}/index/{index['IndexName']}") for index in props.get("GlobalSecondaryIndexes", [])
+        ]:
+            assert entry["ProvisionedThroughput"]["Fn::If"][0] == "Provisioned", resource_id
+            assert entry["ProvisionedThroughput"]["Fn::If"][2] == {"Ref": "AWS::NoValue"}, resource_id
+            kind = "index" if "/index/" in resource_id else "table"
+            wanted |= {(resource_id, f"dynamodb:{kind}:ReadCapacityUnits"), (resource_id, f"dynamodb:{kind}:WriteCapacityUnits")}
+    targets = {name: r for name, r in raw["Resources"].items() if r["Type"] == "AWS::ApplicationAutoScaling::ScalableTarget"}
+    found = {(t["Properties"]["ResourceId"]["Fn::Sub"], t["Properties"]["ScalableDimension"]) for t in targets.values()}
+    assert found == wanted  # QueueTable, ReadyIndex, StatusIndex, AgentTable: reads and writes each
+    assert all(t["Condition"] == "Provisioned" for t in targets.values())
+    policies = [r for r in raw["Resources"].values() if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"]
+    assert {p["Properties"]["ScalingTargetId"]["Ref"] for p in policies} == set(targets)
+    for policy in policies:
+        assert policy["Condition"] == "Provisioned" and policy["Properties"]["PolicyType"] == "TargetTrackingScaling"
+        config = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
+        assert config["TargetValue"] == {"Ref": "AutoScalingTargetUtilization"}

@@ -13,6 +13,16 @@ a place given by its rank, so a task waits for a busy owner no longer than that 
 The order bound this gives, stated and tested: a claimed task is never behind more than ``window - 1`` tasks
 that were claimable at the read it was claimed from (``window = n * capacity``); alone (n = 1) a worker claims
 strictly in the queue's order, as without lanes.
+
+**Shards.** A queue spread over S index shards (QueueShards) would cost every worker one query per shard per look,
+so reads per task would grow with S. Instead each of the n lanes held *owns* shards by its rank (``owned_shards``):
+with S >= n, the shards whose number is its rank modulo n (each shard exactly one owner); with S < n, the one shard
+rank modulo S, shared with the other lanes of that shard, among which the window rule above applies
+(``shard_view``). A worker reads only its own shards: about S/n queries per look (at least one), S per round of
+all workers, however many shards there are. The order bound across shards is per owner: a claimed task is never
+behind more than ``k * capacity - 1`` claimable tasks of its own shards (k lanes sharing them; k = 1: exact order),
+and a task waits only for its own shards' lanes, which exist for every shard once the views agree (within
+LANE_VIEW_SECONDS). Alone, a worker reads every shard and claims in the queue's order.
 """
 
 from __future__ import annotations
@@ -112,3 +122,24 @@ def claim_order(
     ]
     start = (view.rank * capacity) % len(waited) if waited else 0
     return ClaimPlan(waited[start:] + waited[:start], seen_now)
+
+
+def owned_shards(view: LaneView | None, shards: int) -> tuple[int, ...] | None:
+    """The shards a claiming worker reads: ``None`` (every shard) alone or without a lane, or a queue of one shard;
+    else its own (see the module's "Shards")."""
+    if view is None or view.lanes == 1 or shards == 1:
+        return None
+    if shards >= view.lanes:
+        return tuple(shard for shard in range(shards) if shard % view.lanes == view.rank)
+    return (view.rank % shards,)
+
+
+def shard_view(view: LaneView | None, shards: int) -> LaneView | None:
+    """The lanes that read the same shards as ``view``'s lane (it included): the window rule applies among them
+    alone. ``view`` itself when every lane reads every shard."""
+    if owned_shards(view, shards) is None or view is None:
+        return view
+    ranks = sorted(view.held)
+    mine = owned_shards(view, shards)
+    sharing = tuple(lane for rank, lane in enumerate(ranks) if owned_shards(LaneView(lane, view.held), shards) == mine)
+    return LaneView(lane=view.lane, held=sharing)

@@ -1,7 +1,7 @@
 """The safety net, run on Trigger's schedule: no lost wake-up or crashed worker strands a task for long.
 
 For every configured queue: recover expired leases (a crashed worker's tasks go back to PENDING, or to FAILURE
-when their attempts are used up), then wake the queue's worker if it has claimable tasks and no worker watches it (the wake-up handshake). Looking for claimable
+when their attempts are used up), repair the delayed head (``taskqueue.delayed_head``), then wake the queue's worker if it has claimable tasks and no worker watches it (the wake-up handshake). Looking for claimable
 tasks sheds the expired entries it meets (counted as TasksShed). A queue that fails does not stop the others;
 the run raises at the end so the failure shows (Lambda's retry runs it again).
 """
@@ -33,6 +33,9 @@ def run_safety_net(svc: Services) -> list[str]:
                 if recovered[status]:
                     handler_metrics.count(metric, queue, recovered[status])
                     logger.warning("expired leases recovered", extra={"queue": queue, "new_status": status, "count": recovered[status]})
+            # Workers read the delayed partitions only when the queue's record says an entry may be due: lower
+            # the record's head to any entry a writer did not announce (it died in between; taskqueue.delayed_head).
+            svc.store.repair_delayed_head(queue)
             if svc.store.has_claimable(queue):
                 wakeups.wake(queue)
         except TaskQueueError as exc:

@@ -22,10 +22,11 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from taskqueue import dynamo
+from taskqueue import delayed_head, dynamo
 from taskqueue.claim_control import ClaimControl
 from taskqueue.clock import Clock, SystemClock
 from taskqueue.errors import ConfigError, PermanentTaskError, ResultTooLarge, TaskQueueError, TaskTooLong
+from taskqueue.handshake.rules import INDEX_LAG_ALLOWANCE_SECONDS
 from taskqueue.handshake.watch import Lingering, Watch
 from taskqueue.lease import Lease, run_with_lease
 from taskqueue.model import check_result_size
@@ -119,6 +120,18 @@ class Worker:
         self._count_lock = threading.Lock()
         self._stale: dict[str, float] = {}  # task id -> monotonic time until which its index entry is taken as stale
         self._stale_lock = threading.Lock()
+        # Running-limit slots this run holds and no task uses now: kept for its next claims while it claims (a slot
+        # taken once serves task after task, no read or write per task), freed when it stops claiming.
+        self._spare: list[Token] = []
+        self._slots_held = 0
+        self._claiming = False
+        self._slot_lock = threading.Lock()
+        # This run's own retries, task id -> (not-before, when announced): delayed entries the record it last read may
+        # not show yet (taskqueue.delayed_head); forgotten once claimed, or once a look late enough saw them.
+        self._own_delayed: dict[str, tuple[int, int]] = {}
+        self._announced_ms: int | None = None  # when this run last announced a retry of its own
+        self._head_dirty = False  # this run claimed a delayed entry: the head may be raised at its next look
+        self._found_head: tuple[int, int | None] | None = None  # (look ms, earliest delayed entry that look found)
 
     def recover_leases(self, queue: str, report: WorkerReport) -> None:
         # No extra backoff: a task whose lease expired has already waited a whole lease.
@@ -157,16 +170,28 @@ class Worker:
             lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
         )
         self._control = control
-        control.join(claim_seconds)
-        deadline = self._clock.monotonic() + claim_seconds
+        self._own_delayed, self._found_head, self._announced_ms, self._head_dirty = {}, None, None, False
+        with self._slot_lock:
+            self._spare, self._slots_held, self._claiming = [], 0, True
         # Producers count on the watcher to see what they write; it lingers on an empty queue before it stops.
         watch = Watch(
             self._store, queue, self._owner, self._clock,
             refused=lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
+            on_record=control.see_record,
         )
         report.watched = watch.begin()
+        # Claim lanes only once another claimer is met: a helper meets the watcher at once; the watcher, alone as a
+        # rule, joins at its first lost claim or before it wakes a helper (ClaimControl.join_now).
+        control.join(claim_seconds, eager=False)
+        if not report.watched:
+            control.join_now(settle=True)
+        deadline = self._clock.monotonic() + claim_seconds
         lingering = Lingering(watch, self._clock, self._settings.worker_linger_seconds)
         look_started_ms: int | None = None
+        # The start of a look that saw the whole queue (fewer entries than it asked for) and claimed all of it: a look
+        # right after it would find nothing new the record would not show first, so the watcher lingers on the
+        # record instead (the lag rule still applies to its stop: ``Lingering.step``).
+        drained_look: int | None = None
         running: dict[Future[None], Lease] = {}
         with ThreadPoolExecutor(max_workers=self._capacity, thread_name_prefix=f"{queue}-runner") as pool:
             while True:
@@ -184,12 +209,27 @@ class Worker:
                 if control.paused_now():
                     report.stopped_by = "paused"
                     break
+                if drained_look is not None and watch.watching:
+                    if running:  # the tasks just claimed end at once, or the worker looks as usual while they run
+                        wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                        running = self._collect(running, report)
+                        if running:
+                            drained_look = None
+                        continue
+                    look_from, drained_look = drained_look, None
+                    due_in = self._due_in_seconds()
+                    if due_in is None or due_in >= left:
+                        if lingering.step(look_from, left):
+                            report.stopped_by = "empty"
+                            break
+                        continue
                 stale = self._stale_ids()
                 try:
                     look_started_ms = self._clock.now_ms()
                     wanted = max(self._settings.page_size, control.window(self._capacity)) + len(stale) + self._time.skipped
-                    candidates = self._time.fitting(self._store.candidates(queue, wanted))
-                    due_in = None if candidates or running else self._due_in_seconds(queue)
+                    seen = self._look(queue, wanted, look_started_ms)
+                    candidates = self._time.fitting(seen)
+                    due_in = None if candidates or running else self._due_in_seconds()
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
                     if not self._refused_for_now(report, "reading the queue", exc):
                         raise
@@ -213,7 +253,7 @@ class Worker:
                 report.skipped += len(candidates) - len(fresh)
                 order = control.plan(fresh, self._capacity)
                 try:
-                    slots = control.take_slots(min(free, len(order))) if order else None
+                    slots = self._slots_for(min(free, len(order)), control) if order else None
                 except TaskQueueError as exc:  # not the limit: a refused slot read or write; pause, look again
                     if not self._refused_for_now(report, "taking running-limit slots", exc):
                         raise
@@ -252,21 +292,27 @@ class Worker:
                         report.lost += 1
                         control.lost_a_claim()
                         continue
+                    with self._count_lock:
+                        self._own_delayed.pop(task.task_id, None)  # its retry is claimed: no longer waiting
+                    if candidate.not_before_ms is not None:
+                        self._head_dirty = True  # a delayed entry left: the next look may raise the head
                     free -= 1
                     claimed_now += 1
                     report.claimed += 1
                     report.claim_ages_ms.append(task.updated_ms - task.created_ms)
                     lease = Lease(task, self._store, self._owner, self._clock, slots.pop() if slots else None)
                     running[pool.submit(self._run_one, lease, report)] = lease
-                for slot in slots or ():  # taken for claims that were lost: give them back now
-                    self._free_slot(slot, report)
+                self._keep_spare(slots or [])  # taken for claims that were lost: kept for the next ones
                 if free == 0 and len(order) > claimed_now:
                     self._help(queue, control, report)
+                if len(seen) < wanted and claimed_now == len(seen):
+                    drained_look = look_started_ms
                 if claimed_now == 0:
                     # Every claim lost or refused, or only stale entries left (another worker, or index entries
                     # not yet updated): do not spin on them.
                     self._clock.sleep(min(left, self._rng.uniform(0.5, 1.0) * LOST_ROUND_PAUSE_SECONDS))
             control.leave()
+            self._stop_claiming(report)
             # Claiming is over: stop watching, so producers wake a new worker from now on; writes this run may
             # have missed make it tail-call.
             missed = watch.end(look_started_ms) if report.stopped_by != "empty" else False
@@ -286,9 +332,15 @@ class Worker:
     def _help(self, queue: str, control: ClaimControl, report: WorkerReport) -> None:
         """More claimable work than this run can take: producers wake a queue only when nobody watches it, so
         with several workers allowed the busy one wakes another (at most every HELP_SECONDS, while a claim
-        lane is free). A refused publish is logged; the next round asks again."""
+        lane is free, and not when this run holds every slot of the queue's running limit: a helper could run
+        nothing). A refused publish is logged; the next round asks again."""
         now = self._clock.monotonic()
-        if self._call_for_help is None or not control.room_for_another():
+        if self._call_for_help is None:
+            return
+        limit = self._store.running_limit(queue)
+        if limit is not None and self._slots_held >= limit:
+            return
+        if not control.room_for_another():
             return
         if self._helped_at is not None and now - self._helped_at < HELP_SECONDS:
             return
@@ -319,10 +371,13 @@ class Worker:
 
     def _work_left(self, queue: str, report: WorkerReport) -> bool:
         try:
-            due_in = self._due_in_seconds(queue)
-            return self._store.has_claimable(queue) or (
-                due_in is not None and due_in < self._settings.time_budget_seconds
-            )
+            query_delayed = self._head_dirty or delayed_head.delayed_due(self._known_head(), self._clock.now_ms())
+            if self._store.has_claimable(queue, delayed=query_delayed):
+                return True
+            if query_delayed:
+                self._refresh_head(queue)
+            due_in = self._due_in_seconds()
+            return due_in is not None and due_in < self._settings.time_budget_seconds
         except TaskQueueError as exc:  # not known: tail-call rather than strand work (an empty run costs little)
             if not self._refused_for_now(report, "checking for work left", exc, then="tail-calling in case"):
                 raise
@@ -390,9 +445,100 @@ class Worker:
                 )
         return still
 
-    def _due_in_seconds(self, queue: str) -> float | None:
-        due = self._store.next_due_ms(queue)
-        return None if due is None else max(0.0, (due - self._clock.now_ms()) / 1000)
+    # ---- the delayed partitions, read only when the queue's delayed head says an entry may be due ----------
+
+    def _own_head(self) -> int | None:
+        with self._count_lock:
+            return min((nb for nb, _ in self._own_delayed.values()), default=None)
+
+    def _known_head(self) -> int | None:
+        """The earliest not-before this run knows of: the record's head (unknown record: 0, look), its own retries'."""
+        record = self._control.record
+        return delayed_head.earliest(0 if record is None else record.delayed_head_ms, self._own_head())
+
+    def _look(self, queue: str, wanted: int, look_ms: int) -> list[Candidate]:
+        """The next ``wanted`` claimable tasks; the delayed partitions only when an entry may be due. A look at them
+        that finds none due finds the next one (``next_due_ms``) and raises the record's head to it if it may."""
+        query_delayed = self._head_dirty or delayed_head.delayed_due(self._known_head(), look_ms)
+        shards = self._control.shards()  # with lanes over several shards, the shards this run owns
+        candidates = self._store.candidates(queue, wanted, look_ms, delayed=query_delayed, shards=shards)
+        if query_delayed and not any(c.not_before_ms is not None for c in candidates):
+            self._refresh_head(queue)
+        return candidates
+
+    def _refresh_head(self, queue: str) -> None:
+        started_ms = self._clock.now_ms()
+        self._head_dirty = False
+        with self._count_lock:
+            announced = self._announced_ms
+            # This run's retries that a look now sees for sure (the index's lag allowance passed): the found head
+            # covers them.
+            lag_ms = int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
+            self._own_delayed = {t: v for t, v in self._own_delayed.items() if started_ms < v[1] + lag_ms}
+        if announced is not None and announced >= self._control.record_read_ms:
+            # The record this run holds predates its own announcement: read it, or the raise would name a stale seq.
+            self._control.see_record(self._store.read_wake_record(queue, consistent=False))
+        found = self._store.next_due_ms(queue, started_ms)
+        self._found_head = (started_ms, found)
+        seen = self._control.record
+        if seen is not None:
+            record = self._store.raise_delayed_head(queue, seen, found, started_ms)
+            if record is not None:
+                self._control.see_record(record)
+
+    def _due_in_seconds(self) -> float | None:
+        """When the next delayed entry falls due (seconds from now; 0: due), or ``None``: none known."""
+        now_ms = self._clock.now_ms()
+        due = self._known_head()
+        if due is not None and due <= now_ms and self._found_head is not None:
+            due = delayed_head.earliest(self._found_head[1], self._own_head())
+        return None if due is None else max(0.0, (due - now_ms) / 1000)
+
+    def _note_own_delayed(self, task_id: str, not_before_ms: int) -> None:
+        with self._count_lock:
+            self._announced_ms = self._clock.now_ms()
+            self._own_delayed[task_id] = (not_before_ms, self._announced_ms)
+
+    # ---- running-limit slots, held while this run claims -------------------------------------------------
+
+    def _slots_for(self, wanted: int, control: ClaimControl) -> list[Token] | None:
+        """Slots for ``wanted`` claims: spare ones first, then new ones (one read of the slots, a write each);
+        ``None`` when the queue has no running limit, ``[]`` when every slot is held."""
+        if self._store.running_limit(control.queue) is None:
+            return None
+        with self._slot_lock:
+            got, self._spare = self._spare[:wanted], self._spare[wanted:]
+        if len(got) < wanted:
+            try:
+                taken = control.take_slots(wanted - len(got)) or []
+            except TaskQueueError:
+                self._keep_spare(got)
+                raise
+            with self._slot_lock:
+                self._slots_held += len(taken)
+            got += taken
+        return got
+
+    def _keep_spare(self, slots: list[Token]) -> None:
+        with self._slot_lock:
+            self._spare.extend(slots)
+
+    def _slot_done(self, slot: Token, report: WorkerReport) -> None:
+        """A task's slot after its outcome: kept for the next claim while this run claims, else freed."""
+        with self._slot_lock:
+            if self._claiming:
+                self._spare.append(slot)
+                return
+            self._slots_held -= 1
+        self._free_slot(slot, report)
+
+    def _stop_claiming(self, report: WorkerReport) -> None:
+        with self._slot_lock:
+            self._claiming = False
+            spare, self._spare = self._spare, []
+            self._slots_held -= len(spare)
+        for slot in spare:
+            self._free_slot(slot, report)
 
     def _add(self, report: WorkerReport, name: str) -> None:
         with self._count_lock:
@@ -410,7 +556,7 @@ class Worker:
                 extra={**log, "error": f"{type(exc).__name__}: {exc}"},
             )
         if lease.slot is not None:  # the outcome is recorded (or left to lease recovery): the next task may start
-            self._free_slot(lease.slot, report)
+            self._slot_done(lease.slot, report)
 
     def _free_slot(self, slot: Token, report: WorkerReport) -> None:
         try:
@@ -433,12 +579,14 @@ class Worker:
                 self._finish_failed(lease, f"attempts exhausted ({task.attempts}); last error {error}", report, log)
                 return
             delay = backoff_ms(task.attempts, self._settings.retry_base_seconds, self._settings.retry_max_seconds, self._rng)
+            not_before = self._clock.now_ms() + delay
             released = self._record(
                 lease,
-                lambda: self._store.release(task, self._owner, not_before_ms=self._clock.now_ms() + delay, error=error),
+                lambda: self._store.release(task, self._owner, not_before_ms=not_before, error=error),
                 report,
             )
             if released:
+                self._note_own_delayed(task.task_id, not_before)
                 with self._stale_lock:  # its new index entry is real: claimable again once due
                     self._stale.pop(task.task_id, None)
                 self._add(report, "released")

@@ -43,6 +43,10 @@ class WakeRecord:
     watch_until_ms: int = 0
     wake_sent_ms: int | None = None
     paused: bool = False
+    # The queue's delayed head (taskqueue.delayed_head), kept on the same item so every read of the record carries it.
+    delayed_head_ms: int | None = None
+    delayed_seq: int = 0
+    delayed_at_ms: int = 0
 
     def watched(self, now_ms: int) -> bool:
         """Does a live worker watch the queue (it will see any write before it stops)?"""

@@ -69,7 +69,11 @@ class Watch:
         lag_seconds: float = INDEX_LAG_ALLOWANCE_SECONDS,
         lease_seconds: float = WATCH_LEASE_SECONDS,
         refused: Refused = _log_passing,
+        on_record: Callable[[WakeRecord], None] | None = None,
     ) -> None:
+        """``on_record``: told every record this watch reads or writes (the worker's ClaimControl keeps the latest:
+        it carries ``paused`` and the delayed head, so the worker reads the record no more than the watch does)."""
+        self._on_record = on_record
         self._store = store
         self._queue = queue
         self._owner = owner
@@ -119,9 +123,17 @@ class Watch:
             if not self._refused("looking for new writes", exc, "looking again at the next poll"):
                 raise
             return False
+        self._tell(record)
         if record.seq > self.latest.seq:
             self.latest = record
             return True
+        # A delayed entry announced earlier than the worker knew (taskqueue.delayed_head): look again too.
+        if record.seq == self.latest.seq and record.delayed_seq > self.latest.delayed_seq:
+            earlier = record.delayed_head_ms is not None and (
+                self.latest.delayed_head_ms is None or record.delayed_head_ms < self.latest.delayed_head_ms
+            )
+            self.latest = record
+            return earlier
         return False
 
     def try_stop(self, look_started_ms: int) -> LookAgain | str:
@@ -168,9 +180,14 @@ class Watch:
         return self._lag
 
     def _see(self, record: WakeRecord) -> None:
+        self._tell(record)
         self.seen = record
         if record.seq >= self.latest.seq:
             self.latest = record
+
+    def _tell(self, record: WakeRecord) -> None:
+        if self._on_record is not None:
+            self._on_record(record)
 
     def _until(self) -> int:
         return self._clock.now_ms() + int(self._lease * 1000)

@@ -4,8 +4,9 @@ One concern per module: ``table`` (request plumbing, batched reads and writes, c
 (what workers do: find, claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
 redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COUNT queries alone), ``control``
 (per-queue pause and the queue-wide running limit), ``matches`` (the Matcher's reads of waiting calls, the
-write that matches one, and the plan it shares with other matchers) and ``wake`` (the wake-up handshake's record, on the same control
-item). ``TaskStore`` joins them; import everything from ``taskqueue.store``.
+write that matches one, and the plan it shares with other matchers), ``wake`` (the wake-up handshake's record, on
+the same control item) and ``delayed`` (the queue's delayed head, on it too). ``TaskStore`` joins them; import
+everything from ``taskqueue.store``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from taskqueue.dynamo import count_all, make_client
 from taskqueue.store.claims import WorkerTransitions
 from taskqueue.store.control import QueueControl, QueueControls, Token
 from taskqueue.store.counts import Counts, QueueDepth
+from taskqueue.store.delayed import DelayedHeads
 from taskqueue.store.matches import CallFacts, MatchPlans, MatchTransitions, PlanHead
 from taskqueue.store.operator import OperatorOperations
 from taskqueue.store.reading import LISTABLE_BY_INDEX, QueueStats, Reading, TaskPage
@@ -52,5 +54,8 @@ __all__ = [
 ]
 
 
-class TaskStore(WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, Counts, Reading, QueueControls, WakeRecords):
+class TaskStore(
+    WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, Counts, Reading, QueueControls, WakeRecords,
+    DelayedHeads,
+):
     """Every operation on the queue table (see the modules of this package for each concern)."""

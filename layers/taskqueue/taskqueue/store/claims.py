@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from taskqueue import keys
@@ -27,16 +27,36 @@ PROGRESS_ATTRIBUTES = ("progress", "progressMessage", "progressUpdated")
 
 
 class WorkerTransitions(QueueTable):
-    def candidates(self, queue: str, limit: int, now_ms: int | None = None, *, shed: bool = True) -> list[Candidate]:
-        """Up to ``limit`` claimable tasks of a queue in the order it serves them (across all shards).
+    def candidates(
+        self,
+        queue: str,
+        limit: int,
+        now_ms: int | None = None,
+        *,
+        shed: bool = True,
+        delayed: bool = True,
+        shards: Sequence[int] | None = None,
+    ) -> list[Candidate]:
+        """Up to ``limit`` claimable tasks of a queue in the order it serves them (across ``shards``, default all).
 
         Each shard's ready partition is read newest key first, and the due entries of its delayed partition
-        are merged in by their ready sort key. An entry past its ttl is shed (``shed``; operators' reads pass
-        False and merely skip it), so expired entries cost one write once and never hide live work."""
-        return list(itertools.islice(self.iter_candidates(queue, limit, now_ms, shed=shed), limit))
+        are merged in by their ready sort key (``delayed`` False: the caller knows from the queue's delayed head
+        that none is due, ``taskqueue.delayed_head``, and the delayed partitions are not read). An entry past its
+        ttl is shed (``shed``; operators' reads pass False and merely skip it), so expired entries cost one write
+        once and never hide live work."""
+        return list(itertools.islice(
+            self.iter_candidates(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards), limit
+        ))
 
     def iter_candidates(
-        self, queue: str, limit: int, now_ms: int | None = None, *, shed: bool = True
+        self,
+        queue: str,
+        limit: int,
+        now_ms: int | None = None,
+        *,
+        shed: bool = True,
+        delayed: bool = True,
+        shards: Sequence[int] | None = None,
     ) -> Iterator[Candidate]:
         """The claimable tasks of a queue in the order it serves them, read lazily: an index page (PAGE_SIZE) only
         when the reader gets that far. ``limit`` bounds the due entries read from each delayed partition (they
@@ -45,24 +65,24 @@ class WorkerTransitions(QueueTable):
         self._settings.order_of(queue)
         per_shard = [
             heapq.merge(
-                sorted(self._due_delayed(queue, shard, now_ms, limit, shed), reverse=True),
+                sorted(self._due_delayed(queue, shard, now_ms, limit, shed), reverse=True) if delayed else [],
                 self._claimable_ready(queue, shard, now_ms, shed),
                 reverse=True,
             )
-            for shard in range(self._settings.queue_shards)
+            for shard in (range(self._settings.queue_shards) if shards is None else shards)
         ]
         return heapq.merge(*per_shard, reverse=True)
 
-    def has_claimable(self, queue: str, now_ms: int | None = None, *, shed: bool = True) -> bool:
-        return bool(self.candidates(queue, 1, now_ms, shed=shed))
+    def has_claimable(self, queue: str, now_ms: int | None = None, *, shed: bool = True, delayed: bool = True) -> bool:
+        return bool(self.candidates(queue, 1, now_ms, shed=shed, delayed=delayed))
 
-    def next_due_ms(self, queue: str, now_ms: int | None = None) -> int | None:
+    def next_due_ms(self, queue: str, now_ms: int | None = None, shards: Sequence[int] | None = None) -> int | None:
         """The earliest not-before time of a queue's delayed tasks (a retry's backoff, a delayed task) that
         can still run (due before its ttl), whether or not it is due already; ``None`` if there is none.
         Lets a worker wait for a retry that falls due inside its budget instead of stranding it."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         due: list[int] = []
-        for shard in range(self._settings.queue_shards):
+        for shard in range(self._settings.queue_shards) if shards is None else shards:
             for entry in self._index_entries(keys.delayed_key(queue, shard), queue, shard, newest_first=False):
                 assert entry.not_before_ms is not None
                 if entry.ttl > now_ms // 1000 and entry.not_before_ms < entry.ttl * 1000:
@@ -285,7 +305,10 @@ class WorkerTransitions(QueueTable):
             set_["lastError"] = {"S": error[:1000]}
         if refund_attempt:
             set_["attempts"] = {"N": str(max(0, task.attempts - 1))}
-        return self._owned_transition(task, owner, TaskStatus.PENDING, now_ms, set_, ("statusKey", "statusSort"))
+        released = self._owned_transition(task, owner, TaskStatus.PENDING, now_ms, set_, ("statusKey", "statusSort"))
+        if released and not_before_ms is not None:
+            self.note_delayed_tasks([(task.queue, not_before_ms)], now_ms)
+        return released
 
     def completion_update(
         self, task: Task, owner: str, result: Mapping[str, Any] | None = None, now_ms: int | None = None
@@ -345,6 +368,8 @@ class WorkerTransitions(QueueTable):
         written = self._transition(
             task_id, TaskStatus.TAKEN, target, now_ms=now_ms, set_=set_, remove=remove, condition=condition, values=values
         )
+        if written is not None and target is TaskStatus.PENDING and retry_at_ms is not None:
+            self.note_delayed_tasks([(task.queue, retry_at_ms)], now_ms)
         return target if written is not None else None
 
     def recover_expired_leases(self, queue: str, retry_at_ms: int | None = None, now_ms: int | None = None) -> dict[str, int]:

@@ -142,9 +142,10 @@ class QueueControls(QueueTable):
                 return lane
         return None
 
-    def lane_view(self, lane: Token) -> LaneView:
-        """``lane`` among the lanes held now (the lanes of the workers claiming now)."""
-        held = self._lanes_held(lane.queue, self._clock.now_ms()) | {lane.index}
+    def lane_view(self, lane: Token, *, consistent: bool = True) -> LaneView:
+        """``lane`` among the lanes held now (the lanes of the workers claiming now); ``consistent`` False: half the
+        read cost, maybe a moment old (a stale view costs a lost claim, never a wrong one)."""
+        held = self._lanes_held(lane.queue, self._clock.now_ms(), consistent=consistent) | {lane.index}
         return LaneView(lane=lane.index, held=tuple(sorted(held)))
 
     def free_lane(self, lane: Token) -> bool:
@@ -155,8 +156,8 @@ class QueueControls(QueueTable):
         """How many of ``queue``'s CLAIM_LANES are leased now, i.e. how many workers are claiming from it now."""
         return len(self._lanes_held(queue, self._clock.now_ms()))
 
-    def _lanes_held(self, queue: str, now_ms: int) -> set[int]:
-        response = self._call("get_item", TableName=self._table, Key=_key(_lanes_id(queue)), ConsistentRead=True)
+    def _lanes_held(self, queue: str, now_ms: int, *, consistent: bool = True) -> set[int]:
+        response = self._call("get_item", TableName=self._table, Key=_key(_lanes_id(queue)), ConsistentRead=consistent)
         item = response.get("Item", {})
         return {
             index
@@ -220,8 +221,13 @@ class QueueControls(QueueTable):
         if wanted <= 0:
             return []
         now_ms = self._clock.now_ms()
-        expiries = self._token_expiries(kind, queue, count)
+        # Eventually consistent first (half the read units): a slot shown free that is not costs one failed write;
+        # one shown held that is free would make a worker wait for nothing, so "none free" is read again, strongly.
+        expiries = self._token_expiries(kind, queue, count, consistent=False)
         free = [index for index in range(count) if expiries.get(index, 0) <= now_ms]
+        if not free:
+            expiries = self._token_expiries(kind, queue, count)
+            free = [index for index in range(count) if expiries.get(index, 0) <= now_ms]
         rng.shuffle(free)
         taken: list[Token] = []
         try:
@@ -241,15 +247,16 @@ class QueueControls(QueueTable):
             raise
         return taken
 
-    def _token_expiries(self, kind: str, queue: str, count: int) -> dict[int, int]:
+    def _token_expiries(self, kind: str, queue: str, count: int, *, consistent: bool = True) -> dict[int, int]:
         """Lease expiry (epoch ms) of every held token of a kind; a token never taken or freed is absent."""
         ids = {token_id(kind, queue, index): index for index in range(count)}
         keys_ = [_key(i) for i in ids]
         expiries: dict[int, int] = {}
         for start in range(0, len(keys_), _BATCH_GET_LIMIT):
-            # Strongly consistent: a worker woken just after slots were freed must see them free, or it would wait
-            # for nothing (an eventually consistent read may still show them held).
-            request = {self._table: {"Keys": keys_[start : start + _BATCH_GET_LIMIT], "ConsistentRead": True,
+            # ``consistent`` by default: a worker woken just after slots were freed must see them free, or it would
+            # wait for nothing (an eventually consistent read may still show them held); _take_tokens asks that only
+            # when the cheaper read showed none free.
+            request = {self._table: {"Keys": keys_[start : start + _BATCH_GET_LIMIT], "ConsistentRead": consistent,
                                      "ProjectionExpression": "taskId, tokenExpires"}}
             for item in self._batch_get(request):
                 if "tokenExpires" in item:

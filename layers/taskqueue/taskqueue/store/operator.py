@@ -99,12 +99,15 @@ class OperatorOperations(QueueTable):
         task = self._op_source(task_id, "reprioritize")
         self._refuse_if_expired(task, "reprioritize", now_ms)
         set_ = {"priority": {"N": str(priority)}} | self._ready_attributes(task.with_changes(priority=priority))
-        return self._op_write(
+        changed = self._op_write(
             task, "reprioritize", TaskStatus.PENDING, now_ms, set_, (),
             "enqueued = :seenEnqueued AND #ttl > :nowSeconds",
             values={":seenEnqueued": {"N": str(task.enqueued_ms)}, ":nowSeconds": {"N": str(now_ms // 1000)}},
             names={"#ttl": "ttl"},
         )
+        # A delayed entry was written anew (its key moved): announce it (taskqueue.delayed_head).
+        self.note_delayed_tasks([(task.queue, task.not_before_ms)], now_ms)
+        return changed
 
     def touch(self, task_id: str, now_ms: int | None = None) -> Task:
         """PENDING -> PENDING with order time = now: the task takes the place a new task would take (the
@@ -114,12 +117,14 @@ class OperatorOperations(QueueTable):
         task = self._op_source(task_id, "touch")
         self._refuse_if_expired(task, "touch", now_ms)
         set_ = {"enqueued": {"N": str(now_ms)}} | self._ready_attributes(task.with_changes(enqueued_ms=now_ms))
-        return self._op_write(
+        touched = self._op_write(
             task, "touch", TaskStatus.PENDING, now_ms, set_, (),
             "priority = :seenPriority AND #ttl > :nowSeconds",
             values={":seenPriority": {"N": str(task.priority)}, ":nowSeconds": {"N": str(now_ms // 1000)}},
             names={"#ttl": "ttl"},
         )
+        self.note_delayed_tasks([(task.queue, task.not_before_ms)], now_ms)
+        return touched
 
     def redrive(self, task_id: str, ttl_seconds: int | None = None, now_ms: int | None = None) -> Task:
         """FAILURE or CANCELLED -> PENDING (restore): attempts reset to 0, ``lastError`` kept, a fresh ttl

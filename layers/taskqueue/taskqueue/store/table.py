@@ -85,13 +85,21 @@ class QueueTable:
         for task in tasks:
             check_transition(TaskStatus.PENDING, task.status)
         if idempotent:
-            return self._put_if_absent(tasks)
-        requests = [
-            {"PutRequest": {"Item": to_item(t, self._settings.order_of(t.queue))}} for t in tasks
-        ]
-        for start in range(0, len(requests), _BATCH_WRITE_LIMIT):
-            self._batch_write(requests[start : start + _BATCH_WRITE_LIMIT])
-        return CreateResult(created=len(tasks), already_existed=0)
+            result = self._put_if_absent(tasks)
+        else:
+            requests = [
+                {"PutRequest": {"Item": to_item(t, self._settings.order_of(t.queue))}} for t in tasks
+            ]
+            for start in range(0, len(requests), _BATCH_WRITE_LIMIT):
+                self._batch_write(requests[start : start + _BATCH_WRITE_LIMIT])
+            result = CreateResult(created=len(tasks), already_existed=0)
+        # Delayed tasks are announced on the queue's record once written (taskqueue.delayed_head).
+        self.note_delayed_tasks((t.queue, t.not_before_ms) for t in tasks)
+        return result
+
+    def note_delayed_tasks(self, entries: Iterable[tuple[str, int | None]], now_ms: int | None = None) -> None:
+        """Announce delayed entries on their queues' records: ``store.delayed.DelayedHeads``, joined in TaskStore."""
+        raise NotImplementedError("QueueTable is a base: use TaskStore, which announces delayed entries")
 
     def put_tasks_once(self, tasks: Sequence[Task]) -> CreateResult:
         """Write new PENDING tasks whose ids derive from one request, skipping ids that exist: a retry of the

@@ -114,6 +114,9 @@ def wake_record_of(item: Mapping[str, Any]) -> WakeRecord:
         watch_until_ms=number("watchUntil") or 0,
         wake_sent_ms=number("wakeSent"),
         paused=bool(item.get("paused", {}).get("BOOL", False)),
+        delayed_head_ms=number("delayedHead"),
+        delayed_seq=number("delayedSeq") or 0,
+        delayed_at_ms=number("delayedAt") or 0,
     )
 
 

@@ -1,0 +1,139 @@
+"""Issue 21: what a lone worker of queue "work" reads and writes per task, on both DynamoDB engines.
+
+- The delayed partitions are read only when the queue's record says an entry may be due (``taskqueue.delayed_head``):
+  a raise of the head never hides an entry a writer announced (the index's lag, a writer in between), and an entry
+  whose writer died before announcing it is found by the safety net.
+- A lone watcher pays nothing for claim lanes, and joins them at its first lost claim.
+- Running-limit slots are held across a run's claims: not one take and one free per task.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from taskqueue.errors import TaskQueueError
+from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.safety_net import run_safety_net
+from taskqueue.services import Services
+from taskqueue.store import TaskStore
+from taskqueue.worker import Worker
+from tests.faults import FaultyClient
+
+pytestmark = pytest.mark.dynamodb_engines
+
+
+def recorded(store: TaskStore, **changes) -> tuple[TaskStore, FaultyClient]:
+    """The store on a client that records every request (FaultyClient without faults)."""
+    client = FaultyClient(store._db)
+    return TaskStore(client, dataclasses.replace(store.settings, **changes), store._clock), client
+
+
+def create(store: TaskStore, clock, count: int = 1, **body) -> list[str]:
+    request = parse_create_request({"queue": "work", "count": count, **body}, store.settings)
+    tasks = new_tasks(request, clock.now_ms(), store.settings)
+    store.put_tasks(tasks)
+    return [t.task_id for t in tasks]
+
+
+def queries_of(client: FaultyClient, partition_suffix: str) -> int:
+    return sum(
+        1 for op, kw in client.requests
+        if op == "query" and kw["ExpressionAttributeValues"][":k"]["S"].endswith(partition_suffix)
+    )
+
+
+def item_writes(client: FaultyClient, id_part: str) -> list[str]:
+    return [kw["UpdateExpression"] for op, kw in client.requests if op == "update_item" and id_part in kw["Key"]["taskId"]["S"]]
+
+
+def test_a_lone_worker_reads_no_delayed_partition_and_no_lanes_and_takes_each_slot_once(store, clock):
+    # Before issue 21: a delayed query on every look (and two at the end), a lanes item taken, read every 0.5 s
+    # and freed, and one slot take and one free per task.
+    worker_store, client = recorded(store, claim_lanes=10, running_limit=3)
+    create(worker_store, clock, 9)
+    report = Worker(worker_store, lambda task: None, capacity=3, owner="w", clock=clock).run("work", 30)
+    assert report.succeeded == 9 and report.lost == 0
+    assert queries_of(client, "#delayed") == 0
+    assert not any(kw["Key"]["taskId"]["S"].endswith("#lanes") for op, kw in client.requests if "Key" in kw)
+    slot_writes = item_writes(client, "#slot#")
+    takes = [w for w in slot_writes if w.startswith("SET")]
+    frees = [w for w in slot_writes if w.startswith("REMOVE")]
+    assert len(takes) <= 3 and len(frees) == len(takes), slot_writes  # was 9 and 9
+    assert worker_store.control("work").slots_held == 0
+
+
+def test_a_retry_is_announced_and_claimed_when_due_and_the_head_is_raised_after(store, clock):
+    worker_store, client = recorded(store, retry_base_seconds=4.0)
+    create(worker_store, clock)
+    attempts = []
+
+    def runner(task):
+        attempts.append(clock.now_ms())
+        if len(attempts) == 1:
+            raise RuntimeError("the legacy system is busy")
+
+    report = Worker(worker_store, runner, capacity=1, owner="w", clock=clock).run("work", 30)
+    assert report.released == 1 and report.succeeded == 1
+    first_delayed = next(i for i, (op, kw) in enumerate(client.requests)
+                         if op == "query" and kw["ExpressionAttributeValues"][":k"]["S"].endswith("#delayed"))
+    release = next(i for i, (op, kw) in enumerate(client.requests)
+                   if op == "update_item" and "notBefore" in kw.get("ExpressionAttributeNames", {}).values())
+    assert first_delayed > release  # nothing read the delayed partition before a delayed entry existed
+    record = worker_store.read_wake_record("work")
+    assert record.delayed_seq == 1 and record.delayed_head_ms is None  # announced, then raised once it was done
+
+
+def test_a_raise_waits_for_the_index_and_loses_to_a_writer_in_between(store, clock):
+    (task_id,) = create(store, clock, delaySeconds=60)
+    seen = store.read_wake_record("work")
+    not_before = store.get(task_id).not_before_ms
+    assert seen.delayed_head_ms == not_before and seen.delayed_seq == 1
+    # A look right after the announcement may not see the entry yet (GSI lag): it may not raise the head past it.
+    assert store.raise_delayed_head("work", seen, None, clock.now_ms()) is None
+    assert store.read_wake_record("work").delayed_head_ms == not_before
+    clock.advance(1.0)
+    # Another delayed entry announced after the reader read the record: its raise is refused.
+    store.note_delayed("work", not_before + 5_000)
+    after = store.raise_delayed_head("work", seen, None, clock.now_ms())
+    assert after is not None and after.delayed_seq == 2 and after.delayed_head_ms == not_before
+    # Read again, late enough: the head moves to what the index shows.
+    assert store.raise_delayed_head("work", after, not_before + 5_000, clock.now_ms() + 1_000).delayed_head_ms == not_before + 5_000
+
+
+def test_an_entry_whose_writer_died_before_announcing_it_is_found_by_the_safety_net(services: Services, clock):
+    store = services.store
+
+    class DiedBeforeAnnouncing(TaskStore):
+        def note_delayed_tasks(self, entries, now_ms=None):
+            raise TaskQueueError("the producer died between its tasks and its announcement")
+
+    dying = DiedBeforeAnnouncing(store._db, store.settings, clock)
+    with pytest.raises(TaskQueueError):
+        create(dying, clock, delaySeconds=2)
+    clock.advance(3)
+    assert Worker(store, lambda task: None, capacity=1, owner="w1", clock=clock).run("work", 5).claimed == 0
+    run_safety_net(services)
+    assert store.read_wake_record("work").delayed_head_ms is not None
+    assert Worker(store, lambda task: None, capacity=1, owner="w2", clock=clock).run("work", 5).succeeded == 1
+
+
+def test_a_lone_watcher_joins_the_claim_lanes_at_its_first_lost_claim(store, clock):
+    worker_store, client = recorded(store, claim_lanes=4)
+    create(worker_store, clock, 3)
+
+    class LosesOnce(TaskStore):
+        lost = False
+
+        def claim(self, candidate, owner, now_ms=None, **bounds):
+            if not LosesOnce.lost:
+                LosesOnce.lost = True
+                return None  # another worker claimed it first
+            return super().claim(candidate, owner, now_ms, **bounds)
+
+    losing = LosesOnce(client, worker_store.settings, clock)
+    report = Worker(losing, lambda task: None, capacity=3, owner="w", clock=clock).run("work", 30)
+    assert report.lost == 1 and report.succeeded == 3
+    lanes = item_writes(client, "#lanes")
+    assert lanes and lanes[0].startswith("SET"), lanes  # taken once it met another claimer, given back at the end
