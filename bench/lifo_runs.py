@@ -316,6 +316,8 @@ def overload_run(design: str, endpoint: str, *, scale: float, seconds: float, tt
     states = Counter[str]()
     expired_waiting = 0
     for item in window["items"]:
+        if "taskStatus" not in item:  # the queue's control items (its record, lanes, slots) are no tasks
+            continue
         status = item["taskStatus"]["S"]
         states[status] += 1
         if status == "PENDING" and int(item["taskCreated"]["N"]) + ttl * 1000 <= end_ms:
