@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.outcomes import backoff_ms
 from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker, backoff_ms
+from taskqueue.worker import Worker
 from tests.conftest import make_settings
 from tests.support import load_function
 

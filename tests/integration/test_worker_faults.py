@@ -1,6 +1,7 @@
 """The worker when AWS is harsh: errors recording an outcome, results too large for an item, leases that
 must outlive long tasks, stale index entries, retries that fall due while it waits."""
 
+import random
 import threading
 import time
 from typing import Any
@@ -11,9 +12,10 @@ from taskqueue.clock import SystemClock
 from taskqueue.errors import ConfigError
 from taskqueue.lease import LeaseLost, extend_lease
 from taskqueue.model import MAX_RESULT_BYTES, new_tasks, parse_create_request
+from taskqueue.outcomes import RECORD_ATTEMPTS, Outcomes
 from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.worker import IDLE_POLL_SECONDS, RECORD_ATTEMPTS, Worker
+from taskqueue.worker import IDLE_POLL_SECONDS, Worker
 from tests.conftest import make_settings
 from tests.faults import FaultyClient, on_tasks
 from tests.serialized_moto import SerializedMoto
@@ -227,8 +229,9 @@ def test_a_refused_read_that_is_not_throttling_still_fails_the_run(dynamodb, set
 def test_a_failed_renewal_while_recording_is_logged_and_counted(store, clock, caplog):
     """While the worker waits to record a throttled outcome it renews the lease; a renewal refused in turn is
     logged and counted, not dropped (the write that follows tells whether the lease still holds)."""
+    from collections import Counter
+
     from taskqueue.store import StoreError
-    from taskqueue.worker import WorkerReport
 
     def throttled(what: str) -> StoreError:
         error = StoreError(f"DynamoDB is throttling {what}")
@@ -253,9 +256,13 @@ def test_a_failed_renewal_while_recording_is_logged_and_counted(store, clock, ca
             raise outcome
         return outcome
 
-    report = WorkerReport(queue="work")
-    assert worker(store, lambda task: None, clock)._record(DueLease(), write, report) is True
-    assert report.retried == 2  # the refused write, and the refused renewal
+    counts: Counter[str] = Counter()
+    outcomes = Outcomes(
+        store, lambda task: None, "worker-1", clock, random.Random(1),
+        count=lambda name: counts.update([name]), released=lambda task_id, not_before_ms: None,
+    )
+    assert outcomes.record(DueLease(), write) is True
+    assert counts["retried"] == 2  # the refused write, and the refused renewal
     messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert "recording the outcome was refused for now; trying again" in messages
     assert "lease renewal failed while recording the outcome; trying the write again" in messages

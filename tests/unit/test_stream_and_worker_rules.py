@@ -5,9 +5,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from taskqueue.errors import InvalidEvent
+from taskqueue.outcomes import backoff_ms
 from taskqueue.store import is_claimable
 from taskqueue.stream import ChangeKind, classify
-from taskqueue.worker import backoff_ms, claim_window_seconds
+from taskqueue.worker import claim_window_seconds
 
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 

@@ -9,6 +9,11 @@ refuses for a passing reason (throttling past the SDK's retries) is logged, coun
 again after a pause, so throttling slows a run down instead of failing it. Index entries of tasks this run has
 just claimed, or lost a claim on, are skipped for a moment (a GSI shows writes late). It reports whether
 claimable work remains, so the handler can tail-call.
+
+Its neighbours: ``outcomes`` (one attempt and its recording, retries and backoff), ``held_slots`` (the running
+limit's slots a run holds), ``delayed_view`` (when a look reads the delayed partitions), ``claim_control`` (lanes,
+pause), ``handshake.watch`` (watching and lingering). Past 400 lines for one reason: ``Worker.run`` is the claim
+loop as one piece, each branch a state of the same loop; split, the states' order would be hard to follow.
 """
 
 from __future__ import annotations
@@ -22,18 +27,19 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from taskqueue import delayed_head, dynamo
+from taskqueue import dynamo
 from taskqueue.claim_control import ClaimControl
 from taskqueue.clock import Clock, SystemClock
-from taskqueue.errors import ConfigError, PermanentTaskError, ResultTooLarge, TaskQueueError, TaskTooLong
-from taskqueue.handshake.rules import INDEX_LAG_ALLOWANCE_SECONDS
+from taskqueue.delayed_view import DelayedView
+from taskqueue.errors import ConfigError, TaskQueueError, TaskTooLong
 from taskqueue.handshake.watch import Lingering, Watch
-from taskqueue.lease import Lease, run_with_lease
-from taskqueue.model import check_result_size
+from taskqueue.held_slots import HeldSlots
+from taskqueue.lease import Lease
+from taskqueue.outcomes import RECORD_BACKOFF_SECONDS, Outcomes
 from taskqueue.run_time import InvocationTime, too_long_message
 from taskqueue.runner import TaskRunner
 from taskqueue.states import TaskStatus
-from taskqueue.store import Candidate, TaskStore, Token
+from taskqueue.store import Candidate, TaskStore
 
 logger = Logger(child=True)
 
@@ -42,11 +48,6 @@ IDLE_POLL_SECONDS = 1.0
 # After a round whose every claim was lost (another worker won, or a stale index entry), pause this long
 # (jittered) before reading the index again, instead of spinning on the same entries.
 LOST_ROUND_PAUSE_SECONDS = 0.2
-# Recording an outcome that DynamoDB refused for a passing reason (throttling past the SDK's own retries) is
-# tried again this many times, with jittered backoff, while the lease holds: a result recorded late is better
-# than a task run twice.
-RECORD_ATTEMPTS = 5
-_RECORD_BACKOFF_SECONDS = 0.5
 # A global secondary index shows writes late (typically well under a second): right after a claim, the index
 # still lists the task as waiting. A claim of such a stale entry is a conditional write that fails and still
 # costs a write. So the entry of a task this run has just claimed, or lost a claim on, is skipped for this long
@@ -82,12 +83,6 @@ class WorkerReport:
     work_remains: bool = False
 
 
-def backoff_ms(attempt: int, base_seconds: float, max_seconds: float, rng: random.Random) -> int:
-    """Exponential backoff with full jitter: uniform in [0, min(max, base * 2**(attempt-1))] seconds."""
-    ceiling = min(max_seconds, base_seconds * 2 ** max(0, attempt - 1))
-    return int(rng.uniform(0, ceiling) * 1000)
-
-
 def claim_window_seconds(time_budget: float, remaining_seconds: float) -> float:
     """Claim for the time budget, but never past half the invocation's remaining time, so tasks in
     flight when claiming stops can still finish before the Lambda timeout."""
@@ -120,18 +115,6 @@ class Worker:
         self._count_lock = threading.Lock()
         self._stale: dict[str, float] = {}  # task id -> monotonic time until which its index entry is taken as stale
         self._stale_lock = threading.Lock()
-        # Running-limit slots this run holds and no task uses now: kept for its next claims while it claims (a slot
-        # taken once serves task after task, no read or write per task), freed when it stops claiming.
-        self._spare: list[Token] = []
-        self._slots_held = 0
-        self._claiming = False
-        self._slot_lock = threading.Lock()
-        # This run's own retries, task id -> (not-before, when announced): delayed entries the record it last read may
-        # not show yet (taskqueue.delayed_head); forgotten once claimed, or once a look late enough saw them.
-        self._own_delayed: dict[str, tuple[int, int]] = {}
-        self._announced_ms: int | None = None  # when this run last announced a retry of its own
-        self._head_dirty = False  # this run claimed a delayed entry: the head may be raised at its next look
-        self._found_head: tuple[int, int | None] | None = None  # (look ms, earliest delayed entry that look found)
 
     def recover_leases(self, queue: str, report: WorkerReport) -> None:
         # No extra backoff: a task whose lease expired has already waited a whole lease.
@@ -169,10 +152,12 @@ class Worker:
             self._rng,
             lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
         )
-        self._control = control
-        self._own_delayed, self._found_head, self._announced_ms, self._head_dirty = {}, None, None, False
-        with self._slot_lock:
-            self._spare, self._slots_held, self._claiming = [], 0, True
+        delayed = self._delayed = DelayedView(self._store, control, self._clock)
+        slots_held = self._slots = HeldSlots(self._store, control, lambda: self._add(report, "errors"))
+        self._outcomes = Outcomes(
+            self._store, self._runner, self._owner, self._clock, self._rng,
+            count=lambda name: self._add(report, name), released=self._released,
+        )
         # Producers count on the watcher to see what they write; it lingers on an empty queue before it stops.
         watch = Watch(
             self._store, queue, self._owner, self._clock,
@@ -217,7 +202,7 @@ class Worker:
                             drained_look = None
                         continue
                     look_from, drained_look = drained_look, None
-                    due_in = self._due_in_seconds()
+                    due_in = delayed.due_in_seconds()
                     if due_in is None or due_in >= left:
                         if lingering.step(look_from, left):
                             report.stopped_by = "empty"
@@ -227,9 +212,9 @@ class Worker:
                 try:
                     look_started_ms = self._clock.now_ms()
                     wanted = max(self._settings.page_size, control.window(self._capacity)) + len(stale) + self._time.skipped
-                    seen = self._look(queue, wanted, look_started_ms)
+                    seen = delayed.look(wanted, look_started_ms)
                     candidates = self._time.fitting(seen)
-                    due_in = None if candidates or running else self._due_in_seconds()
+                    due_in = None if candidates or running else delayed.due_in_seconds()
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
                     if not self._refused_for_now(report, "reading the queue", exc):
                         raise
@@ -253,7 +238,7 @@ class Worker:
                 report.skipped += len(candidates) - len(fresh)
                 order = control.plan(fresh, self._capacity)
                 try:
-                    slots = self._slots_for(min(free, len(order)), control) if order else None
+                    slots = slots_held.for_claims(min(free, len(order))) if order else None
                 except TaskQueueError as exc:  # not the limit: a refused slot read or write; pause, look again
                     if not self._refused_for_now(report, "taking running-limit slots", exc):
                         raise
@@ -292,17 +277,14 @@ class Worker:
                         report.lost += 1
                         control.lost_a_claim()
                         continue
-                    with self._count_lock:
-                        self._own_delayed.pop(task.task_id, None)  # its retry is claimed: no longer waiting
-                    if candidate.not_before_ms is not None:
-                        self._head_dirty = True  # a delayed entry left: the next look may raise the head
+                    delayed.claimed(candidate)
                     free -= 1
                     claimed_now += 1
                     report.claimed += 1
                     report.claim_ages_ms.append(task.updated_ms - task.created_ms)
                     lease = Lease(task, self._store, self._owner, self._clock, slots.pop() if slots else None)
                     running[pool.submit(self._run_one, lease, report)] = lease
-                self._keep_spare(slots or [])  # taken for claims that were lost: kept for the next ones
+                slots_held.keep(slots or [])
                 if free == 0 and len(order) > claimed_now:
                     self._help(queue, control, report)
                 if len(seen) < wanted and claimed_now == len(seen):
@@ -312,7 +294,7 @@ class Worker:
                     # not yet updated): do not spin on them.
                     self._clock.sleep(min(left, self._rng.uniform(0.5, 1.0) * LOST_ROUND_PAUSE_SECONDS))
             control.leave()
-            self._stop_claiming(report)
+            slots_held.stop_claiming()
             # Claiming is over: stop watching, so producers wake a new worker from now on; writes this run may
             # have missed make it tail-call.
             missed = watch.end(look_started_ms) if report.stopped_by != "empty" else False
@@ -338,7 +320,7 @@ class Worker:
         if self._call_for_help is None:
             return
         limit = self._store.running_limit(queue)
-        if limit is not None and self._slots_held >= limit:
+        if limit is not None and self._slots.held >= limit:
             return
         if not control.room_for_another():
             return
@@ -371,12 +353,12 @@ class Worker:
 
     def _work_left(self, queue: str, report: WorkerReport) -> bool:
         try:
-            query_delayed = self._head_dirty or delayed_head.delayed_due(self._known_head(), self._clock.now_ms())
+            query_delayed = self._delayed.worth_reading(self._clock.now_ms())
             if self._store.has_claimable(queue, delayed=query_delayed):
                 return True
             if query_delayed:
-                self._refresh_head(queue)
-            due_in = self._due_in_seconds()
+                self._delayed.refresh()
+            due_in = self._delayed.due_in_seconds()
             return due_in is not None and due_in < self._settings.time_budget_seconds
         except TaskQueueError as exc:  # not known: tail-call rather than strand work (an empty run costs little)
             if not self._refused_for_now(report, "checking for work left", exc, then="tail-calling in case"):
@@ -396,7 +378,7 @@ class Worker:
 
     def _refusal_pause(self) -> float:
         # Jittered, and short enough that the heartbeat of the tasks in flight keeps its pace.
-        return min(self._heartbeat_seconds(), self._rng.uniform(0.5, 1.0) * _RECORD_BACKOFF_SECONDS)
+        return min(self._heartbeat_seconds(), self._rng.uniform(0.5, 1.0) * RECORD_BACKOFF_SECONDS)
 
     def _stale_ids(self) -> set[str]:
         """Ids whose index entries are taken as stale now (forgetting those whose time passed)."""
@@ -445,195 +427,16 @@ class Worker:
                 )
         return still
 
-    # ---- the delayed partitions, read only when the queue's delayed head says an entry may be due ----------
-
-    def _own_head(self) -> int | None:
-        with self._count_lock:
-            return min((nb for nb, _ in self._own_delayed.values()), default=None)
-
-    def _known_head(self) -> int | None:
-        """The earliest not-before this run knows of: the record's head (unknown record: 0, look), its own retries'."""
-        record = self._control.record
-        return delayed_head.earliest(0 if record is None else record.delayed_head_ms, self._own_head())
-
-    def _look(self, queue: str, wanted: int, look_ms: int) -> list[Candidate]:
-        """The next ``wanted`` claimable tasks; the delayed partitions only when an entry may be due. A look at them
-        that finds none due finds the next one (``next_due_ms``) and raises the record's head to it if it may."""
-        query_delayed = self._head_dirty or delayed_head.delayed_due(self._known_head(), look_ms)
-        shards = self._control.shards()  # with lanes over several shards, the shards this run owns
-        candidates = self._store.candidates(queue, wanted, look_ms, delayed=query_delayed, shards=shards)
-        if query_delayed and not any(c.not_before_ms is not None for c in candidates):
-            self._refresh_head(queue)
-        return candidates
-
-    def _refresh_head(self, queue: str) -> None:
-        started_ms = self._clock.now_ms()
-        self._head_dirty = False
-        with self._count_lock:
-            announced = self._announced_ms
-            # This run's retries that a look now sees for sure (the index's lag allowance passed): the found head
-            # covers them.
-            lag_ms = int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
-            self._own_delayed = {t: v for t, v in self._own_delayed.items() if started_ms < v[1] + lag_ms}
-        if announced is not None and announced >= self._control.record_read_ms:
-            # The record this run holds predates its own announcement: read it, or the raise would name a stale seq.
-            self._control.see_record(self._store.read_wake_record(queue, consistent=False))
-        found = self._store.next_due_ms(queue, started_ms)
-        self._found_head = (started_ms, found)
-        seen = self._control.record
-        if seen is not None:
-            record = self._store.raise_delayed_head(queue, seen, found, started_ms)
-            if record is not None:
-                self._control.see_record(record)
-
-    def _due_in_seconds(self) -> float | None:
-        """When the next delayed entry falls due (seconds from now; 0: due), or ``None``: none known."""
-        now_ms = self._clock.now_ms()
-        due = self._known_head()
-        if due is not None and due <= now_ms and self._found_head is not None:
-            due = delayed_head.earliest(self._found_head[1], self._own_head())
-        return None if due is None else max(0.0, (due - now_ms) / 1000)
-
-    def _note_own_delayed(self, task_id: str, not_before_ms: int) -> None:
-        with self._count_lock:
-            self._announced_ms = self._clock.now_ms()
-            self._own_delayed[task_id] = (not_before_ms, self._announced_ms)
-
-    # ---- running-limit slots, held while this run claims -------------------------------------------------
-
-    def _slots_for(self, wanted: int, control: ClaimControl) -> list[Token] | None:
-        """Slots for ``wanted`` claims: spare ones first, then new ones (one read of the slots, a write each);
-        ``None`` when the queue has no running limit, ``[]`` when every slot is held."""
-        if self._store.running_limit(control.queue) is None:
-            return None
-        with self._slot_lock:
-            got, self._spare = self._spare[:wanted], self._spare[wanted:]
-        if len(got) < wanted:
-            try:
-                taken = control.take_slots(wanted - len(got)) or []
-            except TaskQueueError:
-                self._keep_spare(got)
-                raise
-            with self._slot_lock:
-                self._slots_held += len(taken)
-            got += taken
-        return got
-
-    def _keep_spare(self, slots: list[Token]) -> None:
-        with self._slot_lock:
-            self._spare.extend(slots)
-
-    def _slot_done(self, slot: Token, report: WorkerReport) -> None:
-        """A task's slot after its outcome: kept for the next claim while this run claims, else freed."""
-        with self._slot_lock:
-            if self._claiming:
-                self._spare.append(slot)
-                return
-            self._slots_held -= 1
-        self._free_slot(slot, report)
-
-    def _stop_claiming(self, report: WorkerReport) -> None:
-        with self._slot_lock:
-            self._claiming = False
-            spare, self._spare = self._spare, []
-            self._slots_held -= len(spare)
-        for slot in spare:
-            self._free_slot(slot, report)
-
     def _add(self, report: WorkerReport, name: str) -> None:
         with self._count_lock:
             setattr(report, name, getattr(report, name) + 1)
 
     def _run_one(self, lease: Lease, report: WorkerReport) -> None:
-        task = lease.task
-        log = {"task_id": task.task_id, "queue": task.queue, "attempt": task.attempts}
-        try:
-            self._attempt(lease, report, log)
-        except Exception as exc:  # recording the outcome failed: the lease will expire and the task run again
-            self._add(report, "errors")
-            logger.exception(
-                "could not record the task's outcome; it stays TAKEN until its lease expires, then runs again",
-                extra={**log, "error": f"{type(exc).__name__}: {exc}"},
-            )
+        self._outcomes.attempt(lease)
         if lease.slot is not None:  # the outcome is recorded (or left to lease recovery): the next task may start
-            self._slot_done(lease.slot, report)
+            self._slots.done(lease.slot)
 
-    def _free_slot(self, slot: Token, report: WorkerReport) -> None:
-        try:
-            self._control.free_slot(slot)
-        except Exception as exc:  # it lapses with its lease: the limit is one lower until then
-            self._add(report, "errors")
-            logger.warning("could not free a running-limit slot; it lapses with its lease", extra={"error": str(exc)})
-
-    def _attempt(self, lease: Lease, report: WorkerReport, log: dict[str, Any]) -> None:
-        task = lease.task
-        try:
-            result = run_with_lease(lease, lambda: self._runner(task))
-            outcome = result if isinstance(result, dict) else None
-            check_result_size(outcome)
-        except (PermanentTaskError, ResultTooLarge) as exc:
-            self._finish_failed(lease, f"permanent error: {exc}", report, log)
-        except Exception as exc:  # any other runner error is a failed attempt, retried while attempts remain
-            error = f"{type(exc).__name__}: {exc}"
-            if task.attempts >= task.max_attempts:
-                self._finish_failed(lease, f"attempts exhausted ({task.attempts}); last error {error}", report, log)
-                return
-            delay = backoff_ms(task.attempts, self._settings.retry_base_seconds, self._settings.retry_max_seconds, self._rng)
-            not_before = self._clock.now_ms() + delay
-            released = self._record(
-                lease,
-                lambda: self._store.release(task, self._owner, not_before_ms=not_before, error=error),
-                report,
-            )
-            if released:
-                self._note_own_delayed(task.task_id, not_before)
-                with self._stale_lock:  # its new index entry is real: claimable again once due
-                    self._stale.pop(task.task_id, None)
-                self._add(report, "released")
-                logger.info("attempt failed; task released for retry", extra={**log, "error": error, "retry_in_ms": delay})
-            else:
-                self._add(report, "lost")
-                logger.warning("lease lost before release; the task will be recovered by lease expiry", extra=log)
-        else:
-            if self._record(lease, lambda: self._store.complete(task, self._owner, outcome), report):
-                self._add(report, "succeeded")
-                logger.info("task succeeded", extra=log)
-            else:
-                self._add(report, "lost")
-                logger.warning("lease lost before completion; lease recovery decides whether it runs again", extra=log)
-
-    def _record(self, lease: Lease, write: Any, report: WorkerReport) -> bool:
-        """Run one outcome write; a passing refusal (throttling) is retried with backoff while the lease lasts,
-        and the lease is renewed meanwhile. Anything else, or the last refusal, propagates to ``_run_one``.
-        Every refusal retried here is logged and counted (``retried``)."""
-        for attempt in range(1, RECORD_ATTEMPTS + 1):
-            try:
-                return bool(write())
-            except Exception as exc:
-                if not dynamo.is_retryable(exc) or attempt == RECORD_ATTEMPTS or lease.lost:
-                    raise
-                self._add(report, "retried")
-                logger.warning(
-                    "recording the outcome was refused for now; trying again",
-                    extra={"task_id": lease.task.task_id, "attempt": attempt, "error": str(exc)},
-                )
-                self._clock.sleep(self._rng.uniform(0.5, 1.0) * _RECORD_BACKOFF_SECONDS * 2 ** (attempt - 1))
-                if lease.due():
-                    try:
-                        lease.renew()
-                    except TaskQueueError as renew_error:  # the write below tells whether the lease still holds
-                        self._add(report, "retried")
-                        logger.warning(
-                            "lease renewal failed while recording the outcome; trying the write again",
-                            extra={"task_id": lease.task.task_id, "error": str(renew_error)},
-                        )
-        raise AssertionError("unreachable")
-
-    def _finish_failed(self, lease: Lease, error: str, report: WorkerReport, log: dict[str, Any]) -> None:
-        task = lease.task
-        if self._record(lease, lambda: self._store.fail(task, self._owner, error), report):
-            self._add(report, "failed")
-            logger.error("task failed (dead-lettered)", extra={**log, "error": error, "status": TaskStatus.FAILURE})
-        else:
-            self._add(report, "lost")
-            logger.warning("lease lost before recording the failure", extra=log)
+    def _released(self, task_id: str, not_before_ms: int) -> None:
+        self._delayed.released(task_id, not_before_ms)
+        with self._stale_lock:  # its new index entry is real: claimable again once due
+            self._stale.pop(task_id, None)
