@@ -37,6 +37,9 @@ what the scale model needs (``by_partition``).
 
 ``cross_check=True`` adds ``ReturnConsumedCapacity=INDEXES`` to every request and keeps, per request, the
 meter's figures next to the engine's (``comparisons``): on DynamoDB Local that checks the meter.
+
+Over 400 lines: DynamoDB's billing rules for every operation sit together, one rule per request kind;
+split, the rules would drift apart from the item-size arithmetic they share.
 """
 
 from __future__ import annotations

@@ -35,6 +35,9 @@ from template.yaml (``bench.common.template_values``); the seed's from its own t
 its article describe it. Durations feed Lambda GB-seconds in the dollar model; they are the model's, not a
 measurement on AWS. The run also returns a *trace* (arrival times, worker invocation starts, safety-net
 ticks) that ``bench/lifo_runs.py`` replays with the real code to measure read and write units.
+
+Over 400 lines: one discrete-event simulation (its events, the two designs' wiring, the wake-up handshake);
+its parts share the event loop's state, so they stay in one module.
 """
 
 from __future__ import annotations
