@@ -141,8 +141,9 @@ def test_forbidden_transition_is_refused_before_any_request(store, clock):
             raise AssertionError(f"DynamoDB was called: {name}")
 
     guarded = TaskStore(NoCalls(), store.settings, clock)
-    with pytest.raises(InvalidTransition, match="from PENDING to SUCCESS"):
-        guarded._transition("t", TaskStatus.PENDING, TaskStatus.SUCCESS, now_ms=0, set_={})
+    # (PENDING -> SUCCESS is allowed: the Matcher's match transaction takes a waiting call straight there.)
+    with pytest.raises(InvalidTransition, match="from PENDING to FAILURE"):
+        guarded._transition("t", TaskStatus.PENDING, TaskStatus.FAILURE, now_ms=0, set_={})
     with pytest.raises(InvalidTransition):
         guarded.put_tasks([create(store, clock)[0].with_changes(status=TaskStatus.SUCCESS)])
 
