@@ -27,7 +27,7 @@ from taskqueue.dynamo import ConditionLost, make_client
 from taskqueue.errors import TaskNotFound, TaskQueueError
 from taskqueue.model import Task, from_item, ready_index_attributes, to_item
 from taskqueue.settings import Settings
-from taskqueue.states import TaskStatus, check_transition
+from taskqueue.states import InvalidTransition, TaskStatus, check_transition
 
 READY_INDEX = "ReadyIndex"
 STATUS_INDEX = "StatusIndex"
@@ -83,7 +83,10 @@ class QueueTable:
     def put_tasks(self, tasks: Sequence[Task], *, idempotent: bool = False) -> CreateResult:
         """Write new PENDING tasks. With ``idempotent`` (caller-chosen ids), an id that exists is left alone."""
         for task in tasks:
-            check_transition(TaskStatus.PENDING, task.status)
+            if task.status is not TaskStatus.PENDING:  # a transition check would pass SUCCESS (the match's own)
+                raise InvalidTransition(
+                    f"a new task must be PENDING, not {task.status}: create it, then let a worker move it on"
+                )
         if idempotent:
             result = self._put_if_absent(tasks)
         else:
