@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from taskqueue.agents import AgentStore
-from taskqueue.matching import AgentProfile, MatchSettings, parse_profile
+from taskqueue.keys import Order
+from taskqueue.matching import AgentProfile, IdleAgent, MatchSettings, parse_profile
 from taskqueue.model import new_tasks, parse_create_request
 from taskqueue.pairing import Pair
 from taskqueue.store import TaskStore
@@ -89,3 +90,16 @@ def agent_table(dynamodb: Any) -> Any:
 @pytest.fixture
 def agents(agent_table: Any, store: TaskStore, clock: Any) -> AgentStore:
     return make_agent_store(agent_table, store, clock)
+
+
+def greedy(calls: list[str], agents: list[IdleAgent], order: Order) -> list[tuple[int, str]]:
+    """The match rule, one call after another in FIFO order: the call gets the head of its queue among the agents
+    still idle (longest waiting for FIFO, most recent for LIFO). (call index, agent id) for each call matched."""
+    left = sorted(agents, key=lambda a: a.sort, reverse=order is Order.LIFO)
+    matched = []
+    for index, key in enumerate(calls):
+        head = next((a for a in left if key in a.keys), None)
+        if head is not None:
+            left.remove(head)
+            matched.append((index, head.agent_id))
+    return matched

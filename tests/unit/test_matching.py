@@ -27,6 +27,7 @@ from taskqueue.matching import (
     preferences_key,
     serves,
 )
+from tests.agent_support import greedy
 
 ATTRS = ("gender", "language")
 values = st.lists(st.sampled_from(["en", "fr", "es", "de", "pt-br", "f", "m", "x"]), max_size=4, unique=True)
@@ -174,19 +175,6 @@ def test_wildcard_is_the_reserved_any_value():
 
 def idle(agent_id: str, since: int, languages, genders) -> IdleAgent:
     return IdleAgent(entry_sort(since, agent_id), agent_id, frozenset(entry_keys(agent(languages, genders, agent_id))))
-
-
-def greedy(calls: list[str], agents: list[IdleAgent], order: Order) -> list[tuple[int, str]]:
-    """The match rule, one call after another in FIFO order: the call gets the head of its queue among the agents
-    still idle (longest waiting for FIFO, most recent for LIFO). (call index, agent id) for each call matched."""
-    left = sorted(agents, key=lambda a: a.sort, reverse=order is Order.LIFO)
-    matched = []
-    for index, key in enumerate(calls):
-        head = next((a for a in left if key in a.keys), None)
-        if head is not None:
-            left.remove(head)
-            matched.append((index, head.agent_id))
-    return matched
 
 
 LANGS = ["en", "fr", "de"]

@@ -21,6 +21,7 @@ from taskqueue.matching import (
 )
 from taskqueue.pairing import Pair, Snapshot, Waiting, lost_in, plan, transactions
 from taskqueue.store import Candidate
+from tests.agent_support import greedy
 
 ATTRS = ("gender", "language")
 LANGS = ["en", "fr", "de"]
@@ -33,18 +34,6 @@ def idle(agent_id: str, since: int, languages: list[str], genders: list[str]) ->
 
 def waiting(index: int, key: str) -> Waiting:
     return Waiting(Candidate(f"0#{index:05d}", f"call-{index}", "calls", 0, 2_000_000_000, None), key, 1000 + index)
-
-
-def greedy(calls: list[str], agents: list[IdleAgent], order: Order) -> list[tuple[int, str]]:
-    """The match rule one call after another: the call takes the head of its queue among the agents still idle."""
-    left = sorted(agents, key=lambda a: a.sort, reverse=order is Order.LIFO)
-    matched = []
-    for index, key in enumerate(calls):
-        head = next((a for a in left if key in a.keys), None)
-        if head is not None:
-            left.remove(head)
-            matched.append((index, head.agent_id))
-    return matched
 
 
 call_keys = st.lists(st.builds(lambda lang, gender: preferences_key({"language": lang, "gender": gender}, ATTRS),
