@@ -138,11 +138,11 @@ def test_the_defaults_create_a_stack_that_a_new_account_can_hold(rehearse, monke
     assert stack.reserved() == {}
     apply_reservations_under_quota(stack, monkeypatch)  # nothing to reserve: nothing refused
 
-    # The workers still spread their claims and hold the legacy system's limit without a reservation.
-    for logical in ("ProcessTasksFunction", "MatcherFunction"):
-        env = stack.environment(logical)
-        assert env["CLAIM_LANES"] == "10", logical
+    # The workers still spread their claims and hold the legacy system's limit without a reservation (the
+    # matchers share one plan instead: no lanes).
+    assert "CLAIM_LANES" not in stack.environment("MatcherFunction")
     env = stack.environment("ProcessTasksFunction")
+    assert env["CLAIM_LANES"] == "10"
     settings = Settings.from_env(env)
     assert settings.claim_lanes == 10 and settings.running_limit_of("work") == settings.runner_capacity == 3
     assert env["DEAD_LETTER_RETENTION_SECONDS"] == str(14 * 86400) and env["RETENTION_SECONDS"] == "86400"
