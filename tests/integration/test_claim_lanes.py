@@ -126,28 +126,37 @@ def test_eight_workers_spread_their_claims_and_keep_the_order_within_the_window(
     assert worst <= window - 1, f"a task was claimed with {worst} claimable tasks ahead of it (bound {window - 1})"
 
 
+class LegacySystem:
+    """A runner that takes ``seconds`` per task and records the most tasks it ran at once and every task it ran."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.running = self.most = 0
+        self.runs: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, task: Task) -> None:
+        with self._lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+            self.runs.append(task.task_id)
+        time.sleep(self.seconds)
+        with self._lock:
+            self.running -= 1
+
+
 def test_the_queue_wide_running_limit_holds_across_eight_workers(server):
     limit = 5
     settings = new_queue(server, running_limit=limit, claim_lanes=WORKERS)
     store = TaskStore(server.client(), settings)
     store.put_tasks(make_tasks(settings, SystemClock().now_ms(), count=60))
-    running = 0
-    most = 0
-    lock = threading.Lock()
-
-    def legacy_system(task: Task) -> None:
-        nonlocal running, most
-        with lock:
-            running += 1
-            most = max(most, running)
-        time.sleep(0.3)  # the legacy system's work: runs overlap, so without the limit many more would run at once
-        with lock:
-            running -= 1
-
+    # The legacy system's work takes 0.3 s: runs overlap, so without the limit many more would run at once.
+    legacy_system = LegacySystem(seconds=0.3)
     reports = run_workers(server, settings, legacy_system, {})
     assert sum(r.succeeded for r in reports) == 60
     # 8 workers x 3 runner slots each could run 24 at once: the limit keeps it at 5 across workers (more than one
     # worker's 3 ran together, so the limit is the queue's, not a worker's).
+    most = legacy_system.most
     assert CAPACITY < most <= limit, f"{most} tasks ran at once (limit {limit})"
     assert store.control("work").slots_held == 0  # every slot given back
 
@@ -175,21 +184,9 @@ def test_without_reserved_concurrency_more_workers_than_lanes_still_hold_the_run
     assert settings.claim_lanes == 10 and settings.running_limit_of("work") == CAPACITY
     store = TaskStore(server.client(), settings)
     store.put_tasks(make_tasks(settings, SystemClock().now_ms(), count=60))
-    running = most = 0
-    runs: list[str] = []
-    lock = threading.Lock()
-
-    def legacy_system(task: Task) -> None:
-        nonlocal running, most
-        with lock:
-            running += 1
-            most = max(most, running)
-            runs.append(task.task_id)
-        time.sleep(0.2)
-        with lock:
-            running -= 1
-
+    legacy_system = LegacySystem(seconds=0.2)
     reports = run_workers(server, settings, legacy_system, {}, workers=workers)
+    runs, most = legacy_system.runs, legacy_system.most
     assert sum(r.succeeded for r in reports) == 60 and len(runs) == len(set(runs)) == 60
     assert most <= CAPACITY, f"{most} tasks ran at once (the legacy system takes {CAPACITY})"
     assert len(reports) >= workers  # every worker ran at least once: more at once than there are lanes
