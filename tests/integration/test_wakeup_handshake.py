@@ -102,10 +102,10 @@ class LaggingIndex(TaskStore):
 
     lag = 0.6
 
-    def candidates(self, queue, limit, now_ms=None, *, shed=True, **reads):  # **reads: the worker passes delayed= (issue 21: the delayed partitions read only when due)
+    def look(self, queue, limit, now_ms=None, **reads):  # a worker's look (**reads: delayed=, shards=, skip=)
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        shown = super().candidates(queue, limit, now_ms, shed=shed, **reads)
-        return [c for c in shown if self.get(c.task_id).created_ms <= now_ms - self.lag * 1000]
+        shown, skipped = super().look(queue, limit, now_ms, **reads)
+        return [c for c in shown if self.get(c.task_id).created_ms <= now_ms - self.lag * 1000], skipped
 
 
 def test_a_worker_does_not_stop_on_an_index_that_has_not_shown_a_known_write(services, dynamodb, settings, clock):

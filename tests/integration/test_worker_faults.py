@@ -156,10 +156,10 @@ def test_a_round_of_lost_claims_pauses_instead_of_spinning(store, clock):
     class StaleIndex(TaskStore):
         reads = 0
 
-        def candidates(self, queue, limit, now_ms=None, *, shed=True, **reads):  # **reads: the worker passes delayed= (issue 21: the delayed partitions read only when due)
+        def look(self, queue, limit, now_ms=None, **reads):  # a worker's look (**reads: delayed=, shards=, skip=)
             StaleIndex.reads += 1
             assert StaleIndex.reads < 1000, "the worker spins on entries it cannot claim"
-            return super().candidates(queue, limit, now_ms, shed=shed, **reads)
+            return super().look(queue, limit, now_ms, **reads)
 
         def claim(self, candidate, owner, now_ms=None, **bounds):
             return None  # the index still shows an entry another worker claimed
@@ -279,10 +279,11 @@ def test_entries_the_index_still_shows_after_a_claim_are_skipped_not_claimed_aga
         first: list = []
         claims: list[str] = []
 
-        def candidates(self, queue, limit, now_ms=None, *, shed=True, **reads):  # **reads: the worker passes delayed= (issue 21: the delayed partitions read only when due)
+        def look(self, queue, limit, now_ms=None, *, skip=(), **reads):  # a worker's look (**reads: delayed=, shards=)
             if not LaggingIndex.first:
-                LaggingIndex.first = super().candidates(queue, limit, now_ms, shed=shed, **reads)
-            return list(LaggingIndex.first)
+                LaggingIndex.first = super().look(queue, limit, now_ms, **reads)[0]
+            shown = [c for c in LaggingIndex.first if c.task_id not in skip]
+            return shown, len(LaggingIndex.first) - len(shown)
 
         def claim(self, candidate, owner, now_ms=None, **bounds):
             LaggingIndex.claims.append(candidate.task_id)

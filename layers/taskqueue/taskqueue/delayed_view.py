@@ -8,6 +8,7 @@ partitions found. A look that finds none due raises the record's head if it may.
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 
 from taskqueue import delayed_head
 from taskqueue.claim_control import ClaimControl
@@ -33,15 +34,18 @@ class DelayedView:
         """Whether a look at ``now_ms`` reads the delayed partitions."""
         return self._dirty or delayed_head.delayed_due(self._known_head(), now_ms)
 
-    def look(self, wanted: int, look_ms: int) -> list[Candidate]:
-        """The next ``wanted`` claimable tasks; the delayed partitions only when an entry may be due. A look at them
-        that finds none due finds the next one and raises the record's head to it if it may."""
+    def look(self, wanted: int, look_ms: int, skip: Collection[str] = ()) -> tuple[list[Candidate], int]:
+        """The next ``wanted`` claimable tasks not in ``skip``, and how many entries of ``skip`` the look met; the
+        delayed partitions only when an entry may be due. A look at them that finds none due finds the next one
+        and raises the record's head to it if it may."""
         query_delayed = self.worth_reading(look_ms)
         shards = self._control.shards()  # with lanes over several shards, the shards this run owns
-        candidates = self._store.candidates(self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards)
+        candidates, skipped = self._store.look(
+            self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards, skip=skip
+        )
         if query_delayed and not any(c.not_before_ms is not None for c in candidates):
             self.refresh()
-        return candidates
+        return candidates, skipped
 
     def refresh(self) -> None:
         """Find the earliest delayed entry, and raise the record's head to it when the record allows."""

@@ -114,6 +114,11 @@ class InvocationTime:
         return [c for c in candidates if c.task_id not in self._too_long]
 
     @property
+    def found_too_long(self) -> frozenset[str]:
+        """The tasks found too long for this invocation (a look passes them over)."""
+        return frozenset(self._too_long)
+
+    @property
     def skipped(self) -> int:
         return len(self._too_long)
 

@@ -66,7 +66,7 @@ class WorkerReport:
     failed: int = 0
     released: int = 0
     lost: int = 0
-    skipped: int = 0  # index entries passed over as stale (this run claimed them, or lost a claim on them, just now)
+    skipped: int = 0  # index entries passed over: stale (this run claimed them, or lost a claim on them, just now), or too long for it
     errors: int = 0  # outcomes that could not be recorded (logged): the task is recovered after its lease
     # Refusals for a passing reason (throttling past the SDK's retries) met while recording an outcome or renewing
     # a lease, each logged and tried again: with ``errors`` and a failed run, every refusal is accounted for.
@@ -211,16 +211,18 @@ class Worker:
                 stale = self._stale_ids()
                 try:
                     look_started_ms = self._clock.now_ms()
-                    wanted = max(self._settings.page_size, control.window(self._capacity)) + len(stale) + self._time.skipped
-                    seen = delayed.look(wanted, look_started_ms)
-                    candidates = self._time.fitting(seen)
+                    # Stale entries and tasks too long for this run are passed over by the read itself, so the look
+                    # reads what it can claim and no more (one request when the index holds it).
+                    wanted = max(self._settings.page_size, control.window(self._capacity))
+                    candidates, met_stale = delayed.look(wanted, look_started_ms, skip=stale | self._time.found_too_long)
+                    seen = candidates
                     due_in = None if candidates or running else delayed.due_in_seconds()
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
                     if not self._refused_for_now(report, "reading the queue", exc):
                         raise
                     self._clock.sleep(min(left, self._refusal_pause()))
                     continue
-                if not candidates:
+                if not candidates and not met_stale:  # only stale entries: pause below, look again
                     if running:
                         wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         continue
@@ -234,9 +236,8 @@ class Worker:
                     # looking again at least every poll interval for new arrivals.
                     self._clock.sleep(max(0.01, min(due_in, IDLE_POLL_SECONDS)))
                     continue
-                fresh = [c for c in candidates if c.task_id not in stale]
-                report.skipped += len(candidates) - len(fresh)
-                order = control.plan(fresh, self._capacity)
+                report.skipped += met_stale
+                order = control.plan(candidates, self._capacity)
                 try:
                     slots = slots_held.for_claims(min(free, len(order))) if order else None
                 except TaskQueueError as exc:  # not the limit: a refused slot read or write; pause, look again
@@ -287,7 +288,7 @@ class Worker:
                 slots_held.keep(slots or [])
                 if free == 0 and len(order) > claimed_now:
                     self._help(queue, control, report)
-                if len(seen) < wanted and claimed_now == len(seen):
+                if len(seen) < wanted and claimed_now == len(seen) and not met_stale:  # stale entries: not seen whole
                     drained_look = look_started_ms
                 if claimed_now == 0:
                     # Every claim lost or refused, or only stale entries left (another worker, or index entries

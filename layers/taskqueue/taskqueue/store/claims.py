@@ -9,9 +9,8 @@ days") never hide live work.
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from taskqueue import keys
@@ -24,6 +23,8 @@ from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, QueueT
 
 # What a runner reported of an attempt (taskqueue.progress); a claim removes them, so each attempt starts afresh.
 PROGRESS_ATTRIBUTES = ("progress", "progressMessage", "progressUpdated")
+# The most entries one index read of a look asks for (a look wants PAGE_SIZE, or a lane window, at most 100s).
+MAX_QUERY_LIMIT = 100
 
 
 class WorkerTransitions(QueueTable):
@@ -36,6 +37,7 @@ class WorkerTransitions(QueueTable):
         shed: bool = True,
         delayed: bool = True,
         shards: Sequence[int] | None = None,
+        skip: Collection[str] = (),
     ) -> list[Candidate]:
         """Up to ``limit`` claimable tasks of a queue in the order it serves them (across ``shards``, default all).
 
@@ -43,10 +45,38 @@ class WorkerTransitions(QueueTable):
         are merged in by their ready sort key (``delayed`` False: the caller knows from the queue's delayed head
         that none is due, ``taskqueue.delayed_head``, and the delayed partitions are not read). An entry past its
         ttl is shed (``shed``; operators' reads pass False and merely skip it), so expired entries cost one write
-        once and never hide live work."""
-        return list(itertools.islice(
-            self.iter_candidates(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards), limit
-        ))
+        once and never hide live work. Entries in ``skip`` (a worker's stale entries) are passed over and not
+        counted. Each index read asks for as many entries as are still missing: DynamoDB bills a read by the 4 KB
+        it reads, at least half a unit per request, so one request of ``limit`` entries costs what one of a
+        fixed page would, and a look of more entries than a page costs one request, not several."""
+        return self.look(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, skip=skip)[0]
+
+    def look(
+        self,
+        queue: str,
+        limit: int,
+        now_ms: int | None = None,
+        *,
+        shed: bool = True,
+        delayed: bool = True,
+        shards: Sequence[int] | None = None,
+        skip: Collection[str] = (),
+    ) -> tuple[list[Candidate], int]:
+        """``candidates``, and how many entries of ``skip`` the read met."""
+        need = _Need(limit)
+        found: list[Candidate] = []
+        skipped = 0
+        if limit <= 0:
+            return found, skipped
+        for candidate in self._merged(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, need=need):
+            if candidate.task_id in skip:
+                skipped += 1
+                continue
+            found.append(candidate)
+            need.left -= 1
+            if need.left <= 0:
+                break
+        return found, skipped
 
     def iter_candidates(
         self,
@@ -61,12 +91,25 @@ class WorkerTransitions(QueueTable):
         """The claimable tasks of a queue in the order it serves them, read lazily: an index page (PAGE_SIZE) only
         when the reader gets that far. ``limit`` bounds the due entries read from each delayed partition (they
         are merged in by their ready sort key, so they are read first)."""
+        return self._merged(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, need=None)
+
+    def _merged(
+        self,
+        queue: str,
+        limit: int,
+        now_ms: int | None,
+        *,
+        shed: bool,
+        delayed: bool,
+        shards: Sequence[int] | None,
+        need: _Need | None,
+    ) -> Iterator[Candidate]:
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         self._settings.order_of(queue)
         per_shard = [
             heapq.merge(
-                sorted(self._due_delayed(queue, shard, now_ms, limit, shed), reverse=True) if delayed else [],
-                self._claimable_ready(queue, shard, now_ms, shed),
+                sorted(self._due_delayed(queue, shard, now_ms, limit, shed, need), reverse=True) if delayed else [],
+                self._claimable_ready(queue, shard, now_ms, shed, need),
                 reverse=True,
             )
             for shard in (range(self._settings.queue_shards) if shards is None else shards)
@@ -117,18 +160,21 @@ class WorkerTransitions(QueueTable):
             self._shed[candidate.queue] += 1
         return True
 
-    def _claimable_ready(self, queue: str, shard: int, now_ms: int, shed: bool) -> Iterator[Candidate]:
-        for entry in self._index_entries(keys.ready_key(queue, shard), queue, shard, newest_first=True):
+    def _claimable_ready(self, queue: str, shard: int, now_ms: int, shed: bool, need: _Need | None) -> Iterator[Candidate]:
+        for entry in self._index_entries(keys.ready_key(queue, shard), queue, shard, newest_first=True, need=need):
             if is_claimable(entry.ttl, entry.not_before_ms, now_ms):
                 yield entry
             elif entry.ttl <= now_ms // 1000 and shed:
                 self.shed(entry, now_ms)
 
-    def _due_delayed(self, queue: str, shard: int, now_ms: int, limit: int, shed: bool) -> list[Candidate]:
+    def _due_delayed(
+        self, queue: str, shard: int, now_ms: int, limit: int, shed: bool, need: _Need | None
+    ) -> list[Candidate]:
         """Up to ``limit`` entries of the delayed partition that are due now, the earliest due first."""
         found: list[Candidate] = []
         until = keys.delayed_until(now_ms)
-        for entry in self._index_entries(keys.delayed_key(queue, shard), queue, shard, newest_first=False, until=until):
+        entries = self._index_entries(keys.delayed_key(queue, shard), queue, shard, newest_first=False, until=until, need=need)
+        for entry in entries:
             if is_claimable(entry.ttl, entry.not_before_ms, now_ms):
                 found.append(entry)
                 if len(found) >= limit:
@@ -138,9 +184,17 @@ class WorkerTransitions(QueueTable):
         return found
 
     def _index_entries(
-        self, partition: str, queue: str, shard: int, *, newest_first: bool, until: str | None = None
+        self,
+        partition: str,
+        queue: str,
+        shard: int,
+        *,
+        newest_first: bool,
+        until: str | None = None,
+        need: _Need | None = None,
     ) -> Iterator[Candidate]:
-        """Lazily walks one ReadyIndex partition page by page (ready or delayed), as Candidates."""
+        """Lazily walks one ReadyIndex partition page by page (ready or delayed), as Candidates: pages of what
+        ``need`` still misses, else of PAGE_SIZE."""
         condition = "readyKey = :k" + (" AND readySort <= :until" if until is not None else "")
         values: dict[str, AttributeValue] = {":k": {"S": partition}}
         if until is not None:
@@ -151,9 +205,9 @@ class WorkerTransitions(QueueTable):
             "KeyConditionExpression": condition,
             "ExpressionAttributeValues": values,
             "ScanIndexForward": not newest_first,
-            "Limit": self._settings.page_size,
         }
         while True:
+            kwargs["Limit"] = self._settings.page_size if need is None else need.page(self._settings.page_size)
             response = self._call("query", **kwargs)
             for item in response.get("Items", []):
                 yield candidate_of(item, queue, shard)
@@ -381,3 +435,14 @@ class WorkerTransitions(QueueTable):
             if status is not None:
                 outcome[status.value] += 1
         return outcome
+
+
+class _Need:
+    """How many entries one look still misses; each index read it drives asks for that many (at most
+    MAX_QUERY_LIMIT, at least one)."""
+
+    def __init__(self, wanted: int) -> None:
+        self.left = wanted
+
+    def page(self, fallback: int) -> int:
+        return min(MAX_QUERY_LIMIT, self.left) if self.left > 0 else fallback

@@ -1,0 +1,62 @@
+"""Issue 21: a worker's look reads what it can claim and no more, on both DynamoDB engines.
+
+DynamoDB bills a Query by the 4 KB it reads, at least half a unit per request. A look used to read the ReadyIndex in
+pages of PAGE_SIZE and to ask for one more entry per stale id it might meet, so a lone worker draining a backlog read
+~3 pages per task it claimed (bench/results.md: 1.48 read units per task). Now each read of a look asks for what is
+still missing, and stale entries are passed over by the read without being counted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from taskqueue.worker import Worker
+from tests.integration.test_delayed_head import create, recorded
+
+pytestmark = pytest.mark.dynamodb_engines
+
+
+def ready_queries(client) -> list[dict]:
+    """The reads of queue "work"'s ready partition (shard 0)."""
+    return [kw for op, kw in client.requests if op == "query" and kw["ExpressionAttributeValues"][":k"]["S"] == "work#0"]
+
+
+def test_a_look_of_more_entries_than_a_page_is_one_request(store, clock):
+    reader, client = recorded(store, page_size=10)
+    ids = create(reader, clock, 30)
+    found, skipped = reader.look("work", 25)
+    assert len(found) == 25 and skipped == 0
+    assert [kw["Limit"] for kw in ready_queries(client)] == [25]  # before: three pages of 10
+    assert {c.task_id for c in found} <= set(ids)
+
+
+def test_stale_entries_are_passed_over_and_the_next_read_asks_only_for_the_shortfall(store, clock):
+    reader, client = recorded(store)
+    create(reader, clock, 12)
+    first = reader.candidates("work", 12)
+    stale = {c.task_id for c in first[:4]}  # say this worker has just claimed the four at the head
+    found, skipped = reader.look("work", 5, skip=stale)
+    assert skipped == 4
+    assert [c.task_id for c in found] == [c.task_id for c in first[4:9]]  # the queue's order, stale ones left out
+    assert [kw["Limit"] for kw in ready_queries(client)][-2:] == [5, 4]  # 5 asked, 1 fresh found, 4 missing
+
+
+def test_a_short_queue_is_read_whole_in_one_request(store, clock):
+    reader, client = recorded(store)
+    create(reader, clock, 3)
+    found, _ = reader.look("work", 10)
+    assert len(found) == 3 and len(ready_queries(client)) == 1
+
+
+def test_a_lone_worker_draining_a_backlog_reads_each_look_in_one_request(store, clock):
+    reader, client = recorded(store, page_size=10)
+    create(reader, clock, 30)
+    start = len(client.requests)
+    report = Worker(reader, lambda task: None, capacity=3, owner="w", clock=clock).run("work", 30)
+    assert report.succeeded == 30 and report.lost == 0
+    ready = [kw for op, kw in client.requests[start:] if op == "query" and kw in ready_queries(client)]
+    reads = [op for op, kw in client.requests[start:] if op != "query" or any(kw is r for r in ready)]
+    # Each look claims what it finds: a read straight after a read is a look of several pages (before: the look of
+    # 10 + one per stale id read a second and a third page of entries the worker had just claimed).
+    back_to_back = sum(1 for a, b in zip(reads, reads[1:]) if a == b == "query")
+    assert back_to_back <= 1, reads  # the last look, which finds the queue empty, may read once more
