@@ -13,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench import pickup
+from bench import cost_floor, pickup
 from bench.common import ROOT, Spread
 from bench.dollars import (
     DEFAULT_UTILISATION,
@@ -253,6 +253,12 @@ def details(r: dict[str, Any]) -> str:
     for key, d in r["dollars"].items():
         out.append(f"| {key} | {d['dynamodb']:.3f} | {d['lambda_requests']:.3f} | {d['lambda_compute']:.3f} | {d['sns']:.3f} | "
                    f"{d['sqs']:.3f} | **{d['total']:.3f}** |")
+    out.append("\n## The floor under the dollar targets (bench/cost_floor.py)\n")
+    out.append("The least any design can pay that meets issue 17's pickup and invocation figures and keeps DESIGN.md's "
+               "writes (3 task transitions, a sparse-index put and delete, the producer's touch of the queue's record); "
+               "the seed design's invocations from this run. How the bounds are taken: the module's docstring and "
+               "docs/scaling.md.\n")
+    out.append(cost_floor.markdown(cost_floor.seed_invocations(r["model"])))
     out.append("\n## Scale model (limiting partition)\n")
     out.append("| design | regime | shards | tasks/s | limited by |\n|---|---|---:|---:|---|")
     for key, v in r["scale"].items():

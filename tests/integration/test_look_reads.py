@@ -8,8 +8,11 @@ still missing, and stale entries are passed over by the read without being count
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from taskqueue.store import TaskStore
 from taskqueue.worker import Worker
 from tests.integration.test_delayed_head import create, recorded
 
@@ -60,3 +63,50 @@ def test_a_lone_worker_draining_a_backlog_reads_each_look_in_one_request(store, 
     # 10 + one per stale id read a second and a third page of entries the worker had just claimed).
     back_to_back = sum(1 for a, b in zip(reads, reads[1:]) if a == b == "query")
     assert back_to_back <= 1, reads  # the last look, which finds the queue empty, may read once more
+
+
+class FirstReadAfter:
+    """A client that remembers the first read (any request but a write of a task) made after ``arm()``."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self._armed = False
+        self.first: tuple[str, dict] | None = None
+        self.made = threading.Event()
+
+    def arm(self) -> None:
+        self._armed = True
+
+    def __getattr__(self, name: str):
+        real = getattr(self._client, name)
+        if not callable(real):
+            return real
+
+        def call(*args, **kwargs):
+            result = real(*args, **kwargs)
+            if self._armed and name != "update_item" and self.first is None:
+                self.first = (name, kwargs)
+                self.made.set()
+            return result
+
+        return call
+
+
+def test_while_the_tasks_of_a_look_that_saw_the_whole_queue_run_the_worker_reads_the_record_not_the_index(store, clock):
+    """Before: each task that ended sent the worker back to the index, which held nothing new (half a read unit a
+    look). Now the record tells of new writes while the rest run. Real time: the poll interval (1 s) of the wait."""
+    client = FirstReadAfter(store._db)
+    reader = TaskStore(client, store.settings, clock)
+    first, second = create(reader, clock, 2)
+
+    def runner(task):
+        if task.task_id == first:
+            client.arm()  # the worker's next read after this one ends, with the other still running
+            return None
+        assert client.made.wait(10), "the worker made no read while a task ran"
+        return None
+
+    report = Worker(reader, runner, capacity=3, owner="w", clock=clock).run("work", 30)
+    assert report.succeeded == 2
+    operation, request = client.first
+    assert operation == "get_item" and request["Key"]["taskId"]["S"] == "queue#work", (operation, request)

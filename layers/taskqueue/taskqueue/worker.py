@@ -195,10 +195,13 @@ class Worker:
                     report.stopped_by = "paused"
                     break
                 if drained_look is not None and watch.watching:
-                    if running:  # the tasks just claimed end at once, or the worker looks as usual while they run
-                        wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                    if running:
+                        # The look saw the whole queue: while its tasks run, the record (not the index) tells of new
+                        # writes, once a poll interval passes with none of them ending (a look per ending task read
+                        # an empty index each time, half a read unit apiece).
+                        done, _ = wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         running = self._collect(running, report)
-                        if running:
+                        if running and not done and watch.arrivals():
                             drained_look = None
                         continue
                     look_from, drained_look = drained_look, None
