@@ -37,8 +37,10 @@ from taskqueue.store import Candidate, TaskStore, Token
 # consistent; any other read of the record (the watch's writes, the linger's polls) counts as a check too.
 PAUSE_CHECK_SECONDS = 5.0
 # A worker that joined its lanes late (``join(eager=False)``: it met another claimer) reads the lanes this often,
-# eventually consistent: a stale view costs a lost claim at most, after which it reads them again.
-LAZY_LANE_VIEW_SECONDS = 0.5
+# eventually consistent: a stale view costs a lost claim at most, after which it reads them again. The read is paid
+# per worker per second at any rate (docs/scaling.md); twice within the 2 s a worker waits before it takes another
+# lane's task.
+LAZY_LANE_VIEW_SECONDS = 1.0
 
 # refused(what, error, then) -> True when the error was passing and is handled (logged, counted); else False.
 Refused = Callable[[str, Exception, str], bool]
