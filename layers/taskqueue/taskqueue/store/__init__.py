@@ -1,7 +1,8 @@
 """The queue table's one adapter, ``TaskStore``: the only code that talks to DynamoDB about tasks.
 
-One concern per module: ``table`` (request plumbing, batched reads and writes, creating tasks), ``claims``
-(what workers do: find, claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
+One concern per module: ``table`` (request plumbing, batched reads and writes, creating tasks), ``finding``
+(how workers find work: the claimable tasks in the queue's order, what a look reads, shedding), ``claims`` (what
+workers do with it: claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
 redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COUNT queries alone), ``control``
 (per-queue pause and the queue-wide running limit), ``matches`` (the Matcher's reads of waiting calls, the
 write that matches one, and the plan it shares with other matchers), ``wake`` (the wake-up handshake's record, on
