@@ -19,8 +19,7 @@ overruns is killed with its invocation at the Timeout, and its task runs again a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 # Kept after a task's declared run to record its outcome: the worker retries a throttled write with backoff
 # (worker.RECORD_ATTEMPTS: about 7.5 s at most) and renews the lease meanwhile.
@@ -78,14 +77,6 @@ def too_long_message(run_seconds: int, timeout_seconds: float | None, setting: s
     )
 
 
-class _HasTaskId(Protocol):
-    @property
-    def task_id(self) -> str: ...
-
-
-T = TypeVar("T", bound=_HasTaskId)
-
-
 class InvocationTime:
     """One worker invocation's time: the longest run it may still claim, and the tasks it found too long for it
     (skipped for the rest of the invocation: its remaining time only shrinks). ``hold_seconds``: the invocation's
@@ -109,18 +100,10 @@ class InvocationTime:
         self._too_long.add(task_id)
         return self.longest_run is not None and run_seconds > self.longest_run
 
-    def fitting(self, candidates: Iterable[T]) -> list[T]:
-        """``candidates`` without those found too long for this invocation."""
-        return [c for c in candidates if c.task_id not in self._too_long]
-
     @property
     def found_too_long(self) -> frozenset[str]:
         """The tasks found too long for this invocation (a look passes them over)."""
         return frozenset(self._too_long)
-
-    @property
-    def skipped(self) -> int:
-        return len(self._too_long)
 
 
 class _Monotonic(Protocol):

@@ -218,7 +218,6 @@ class Worker:
                     # reads what it can claim and no more (one request when the index holds it).
                     wanted = max(self._settings.page_size, control.window(self._capacity))
                     candidates, met_stale = delayed.look(wanted, look_started_ms, skip=stale | self._time.found_too_long)
-                    seen = candidates
                     due_in = None if candidates or running else delayed.due_in_seconds()
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
                     if not self._refused_for_now(report, "reading the queue", exc):
@@ -291,7 +290,7 @@ class Worker:
                 slots_held.keep(slots or [])
                 if free == 0 and len(order) > claimed_now:
                     self._help(queue, control, report)
-                if len(seen) < wanted and claimed_now == len(seen) and not met_stale:  # stale entries: not seen whole
+                if len(candidates) < wanted and claimed_now == len(candidates) and not met_stale:  # stale entries: not seen whole
                     drained_look = look_started_ms
                 if claimed_now == 0:
                     # Every claim lost or refused, or only stale entries left (another worker, or index entries

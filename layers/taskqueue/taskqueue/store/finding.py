@@ -203,7 +203,7 @@ class WorkFinding(QueueTable):
             "ScanIndexForward": not newest_first,
         }
         while True:
-            kwargs["Limit"] = self._settings.page_size if need is None else need.page(self._settings.page_size)
+            kwargs["Limit"] = self._settings.page_size if need is None else need.page()
             response = self._call("query", **kwargs)
             for item in response.get("Items", []):
                 yield candidate_of(item, queue, shard)
@@ -223,10 +223,10 @@ class WorkFinding(QueueTable):
 
 class _Need:
     """How many entries one look still misses; each index read it drives asks for that many (at most
-    MAX_QUERY_LIMIT; once none is missing, a reader that reads on gets pages of the fallback, PAGE_SIZE)."""
+    MAX_QUERY_LIMIT). A look stops reading once none is missing, so a read always misses at least one."""
 
     def __init__(self, wanted: int) -> None:
         self.left = wanted
 
-    def page(self, fallback: int) -> int:
-        return min(MAX_QUERY_LIMIT, self.left) if self.left > 0 else fallback
+    def page(self) -> int:
+        return max(1, min(MAX_QUERY_LIMIT, self.left))
