@@ -45,9 +45,9 @@ from taskq.board.metrics import EmfLogMetrics  # noqa: E402
 from taskq.board.server import run_in_thread, serve, url_of  # noqa: E402
 from taskq.board.services import Board, build  # noqa: E402
 from taskq.main import build_parser  # noqa: E402
-from taskqueue.clock import SystemClock  # noqa: E402
-from taskqueue.model import new_tasks, parse_create_request  # noqa: E402
-from taskqueue.settings import Settings  # noqa: E402
+from taskqueue.core.clock import SystemClock  # noqa: E402
+from taskqueue.core.model import new_tasks, parse_create_request  # noqa: E402
+from taskqueue.core.settings import Settings  # noqa: E402
 from taskqueue.store import TaskStore  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results-board.md"

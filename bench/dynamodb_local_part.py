@@ -37,7 +37,7 @@ from bench.common import VirtualClock, client_for  # noqa: E402
 from bench.cost_meter import Comparison, CostMeter  # noqa: E402
 from bench.lifo_runs import ProductLifo  # noqa: E402
 from bench.seed_lifo import SeedLifo, SeedRunner, create_seed_table  # noqa: E402
-from taskqueue.clock import SystemClock  # noqa: E402
+from taskqueue.core.clock import SystemClock  # noqa: E402
 from tests.support import create_queue_table  # noqa: E402
 
 

@@ -47,13 +47,13 @@ from bench.common import ScaledClock, VirtualClock, client_for, percentile, temp
 from bench.cost_meter import CostMeter, Totals, summarize  # noqa: E402
 from bench.invocation_model import product_model, seed_model, simulate  # noqa: E402
 from bench.seed_lifo import SeedLifo, SeedRunner, create_seed_table  # noqa: E402
-from taskqueue import worker as worker_module  # noqa: E402
-from taskqueue.create import create_tasks  # noqa: E402
-from taskqueue.model import parse_create_request  # noqa: E402
-from taskqueue.runner import FakeLegacySystem  # noqa: E402
+from taskqueue.client.create import create_tasks  # noqa: E402
+from taskqueue.core.model import parse_create_request  # noqa: E402
+from taskqueue.core.settings import Settings  # noqa: E402
 from taskqueue.services import Services  # noqa: E402
-from taskqueue.settings import Settings  # noqa: E402
 from taskqueue.store import TaskStore  # noqa: E402
+from taskqueue.work import worker as worker_module  # noqa: E402
+from taskqueue.work.runner import FakeLegacySystem  # noqa: E402
 from tests.support import create_queue_table, load_function  # noqa: E402
 
 QUEUE = "work"

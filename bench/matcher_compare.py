@@ -37,7 +37,7 @@ from bench import common  # noqa: E402
 from bench.cost_meter import CostMeter  # noqa: E402
 from bench.seed_matcher import CallerQueue, SeedMatcher, SeedMatchReport, create_seed_agent_table  # noqa: E402
 from local.emulator import Emulator  # noqa: E402
-from taskqueue.matching import DEFAULT_ATTRIBUTES, entry_keys, parse_profile, preferences_key, queue_key  # noqa: E402
+from taskqueue.matching.rules import DEFAULT_ATTRIBUTES, entry_keys, parse_profile, preferences_key, queue_key  # noqa: E402
 from tests.matcher_load import GENDERS, LANGUAGES, check_final_state, make_world, replay, run_matchers  # noqa: E402
 
 

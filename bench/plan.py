@@ -4,7 +4,7 @@ from __future__ import annotations
 
 RATES = (1.0, 10.0)
 SHARDS = (1, 4, 16, 24, 32, 64)
-# The shard-ownership rows (claim lanes own shards, taskqueue.lanes.owned_shards) assume producers that send this many
+# The shard-ownership rows (claim lanes own shards, taskqueue.core.lanes.owned_shards) assume producers that send this many
 # tasks per CreateTasks request (each request touches the queue's record once: one item, one partition) and the
 # concurrency sizing below (an assumption for DynamoDB, stated in docs/scaling.md; not measured here).
 TASKS_PER_REQUEST = 100

@@ -124,7 +124,7 @@ def loads_from_partitions(partitions: dict[str, float], *, shardable: bool, queu
 
     ``shardable`` (the product): a partition of ``queue`` takes its writes from its own shard's tasks and its
     reads from every poll (every shard), or, with ``owned_reads`` (shards owned by claim lanes,
-    ``taskqueue.lanes.owned_shards``), from the polls of its own shard's lanes only (its own shard's tasks); other
+    ``taskqueue.core.lanes.owned_shards``), from the polls of its own shard's lanes only (its own shard's tasks); other
     queues' partitions (the safety net's reads of queue "calls") are left out. Not shardable (the seed): every
     partition is a single key."""
     loads: list[Load] = []

@@ -24,7 +24,7 @@ Every match bumps versions that other matches read (every agent is in the no-pre
 concurrent matchers abort each other: that is the defect the product's design removes.
 
 Two adaptations, so that both designs serve the very same callers: the fan-out is the product's
-(``taskqueue.matching.entry_keys``: each attribute may be "*" = no preference; the article fans out over
+(``taskqueue.matching.rules.entry_keys``: each attribute may be "*" = no preference; the article fans out over
 language x gender only), and callers come from an in-process FIFO list standing in for the article's SQS
 FIFO queue (one consumer per message: no DynamoDB cost, no lost claims on calls).
 """

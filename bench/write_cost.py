@@ -25,10 +25,10 @@ os.environ.update(
 import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from taskqueue.model import new_tasks, parse_create_request  # noqa: E402
-from taskqueue.settings import Settings  # noqa: E402
+from taskqueue.core.model import new_tasks, parse_create_request  # noqa: E402
+from taskqueue.core.settings import Settings  # noqa: E402
 from taskqueue.store import TaskStore  # noqa: E402
-from taskqueue.worker import Worker  # noqa: E402
+from taskqueue.work.worker import Worker  # noqa: E402
 from tests.support import create_queue_table, template  # noqa: E402
 
 WRITE_OPERATIONS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}

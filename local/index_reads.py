@@ -1,4 +1,5 @@
 """Query and Scan answered from the tables' order (``local/table_index.py``), page by page the way moto 5.2.5 pages.
+Just over 400 lines: Query and Scan share one page walk and its projection; apart, each would repeat them.
 
 Why: moto answers every page of a Query on a global secondary index by sorting the whole table, walking all of it,
 deep-copying the page and projecting it through JSON; a Scan page the same. A COUNT of a 100,000-task ReadyIndex

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from taskqueue.agents import AgentStore
-from taskqueue.keys import Order
-from taskqueue.matching import AgentProfile, IdleAgent, MatchSettings, parse_profile
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.pairing import Pair
+from taskqueue.core.keys import Order
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.matching.agents import AgentStore
+from taskqueue.matching.pairing import Pair
+from taskqueue.matching.rules import AgentProfile, IdleAgent, MatchSettings, parse_profile
 from taskqueue.store import TaskStore
 from tests.support import template
 

@@ -30,10 +30,10 @@ os.environ.update(
 from aws_lambda_powertools.metrics.provider import cold_start  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
-from taskqueue.notify import Notifier  # noqa: E402
+from taskqueue.core.settings import Settings  # noqa: E402
 from taskqueue.services import Services  # noqa: E402
-from taskqueue.settings import Settings  # noqa: E402
 from taskqueue.store import TaskStore  # noqa: E402
+from taskqueue.wakeups.notify import Notifier  # noqa: E402
 from tests import dynamodb_local  # noqa: E402
 from tests.support import FakeClock, create_queue_table  # noqa: E402
 

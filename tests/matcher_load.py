@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local.emulator import Emulator
-from taskqueue.agents import AgentStatus, AgentStore, agent_from_item
-from taskqueue.clock import SystemClock
-from taskqueue.matcher import Matcher, MatchReport
-from taskqueue.matching import MatchSettings, call_queue_key, parse_entry_sort, parse_profile
-from taskqueue.model import from_item, new_tasks, parse_create_request
-from taskqueue.settings import Settings
-from taskqueue.states import TaskStatus
+from taskqueue.core.clock import SystemClock
+from taskqueue.core.model import from_item, new_tasks, parse_create_request
+from taskqueue.core.settings import Settings
+from taskqueue.core.states import TaskStatus
+from taskqueue.matching.agents import AgentStatus, AgentStore, agent_from_item
+from taskqueue.matching.matcher import Matcher, MatchReport
+from taskqueue.matching.rules import MatchSettings, call_queue_key, parse_entry_sort, parse_profile
 from taskqueue.store import TaskStore
 from tests.agent_support import create_agent_table
 from tests.support import template

@@ -11,9 +11,9 @@ import argparse
 
 from taskq import output
 from taskq.connection import CliError, Command, Printer, Target
-from taskqueue import matching
-from taskqueue.agents import AgentStore
-from taskqueue.errors import InvalidAgentInput
+from taskqueue.core.errors import InvalidAgentInput
+from taskqueue.matching import rules as matching
+from taskqueue.matching.agents import AgentStore
 
 
 def run(t: Target, args: argparse.Namespace, say: Printer) -> int:

@@ -25,13 +25,13 @@ import boto3
 from botocore.config import Config
 
 from taskq import output
-from taskqueue import discovery
-from taskqueue.clock import SystemClock
-from taskqueue.discovery import DiscoveryError, StackInfo
-from taskqueue.notify import Notifier
+from taskqueue.client import discovery
+from taskqueue.client.discovery import DiscoveryError, StackInfo
+from taskqueue.core.clock import SystemClock
+from taskqueue.core.settings import Settings
 from taskqueue.services import Services
-from taskqueue.settings import Settings
 from taskqueue.store import TaskStore
+from taskqueue.wakeups.notify import Notifier
 
 CONFIG = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=5, read_timeout=30)
 

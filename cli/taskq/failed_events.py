@@ -211,7 +211,7 @@ def redrive_payload(event: FailedEvent, target: FailedEventsTarget) -> Any:
     count = body.get("count", 1) if isinstance(body, dict) else None
     if not isinstance(body, dict) or "taskIds" in body or isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
         return payload  # already idempotent (caller ids), or not a valid request: sent as it was
-    from taskqueue.model import derived_task_ids
+    from taskqueue.core.model import derived_task_ids
 
     event.notes.append(f"sent with the {count} task id(s) of request {event.request_id}: only missing tasks are created")
     return {**body, "taskIds": list(derived_task_ids(count, event.request_id))}

@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from taskq import agents_view, connection, failed_events_command, queue_commands, task_commands, watch
 from taskq.board import command as board_command
 from taskq.connection import CliError
-from taskqueue.errors import TaskQueueError
+from taskqueue.core.errors import TaskQueueError
 
 
 def build_parser() -> argparse.ArgumentParser:

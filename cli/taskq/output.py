@@ -9,7 +9,7 @@ from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 from typing import Any
 
-from taskqueue.model import Task
+from taskqueue.core.model import Task
 from taskqueue.store import QueueStats, is_claimable
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from taskq import output
 from taskq.connection import CliError, Command, Printer, Target
 from taskq.task_commands import wake
-from taskqueue.states import TaskStatus
+from taskqueue.core.states import TaskStatus
 from taskqueue.store.operator import check_purgeable
 
 

@@ -15,7 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from taskq import output
 from taskq.connection import CliError, Command, Printer, Target
 from taskqueue.client import TaskQueueClient
-from taskqueue.states import TaskStatus
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import LISTABLE_BY_INDEX
 
 
@@ -157,7 +157,7 @@ def cmd_create(t: Target, args: argparse.Namespace, say: Printer) -> int:
     return 0
 
 
-# What the wake-up handshake did after `taskq create` wrote (taskqueue.handshake.producer), in words.
+# What the wake-up handshake did after `taskq create` wrote (taskqueue.wakeups.producer), in words.
 WAKE_UP_TEXT = {
     "woken": "the queue's worker was woken",
     "watched": "a worker watches the queue and takes the new tasks",

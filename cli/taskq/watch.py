@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from taskq import output
 from taskq.connection import Command, Printer, Target
-from taskqueue.states import TaskStatus
+from taskqueue.core.states import TaskStatus
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen: the view is redrawn in place on a terminal
 _TAKEN_SAMPLE = 100  # TAKEN tasks read per queue and refresh (a StatusIndex query and a BatchGetItem)

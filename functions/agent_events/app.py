@@ -5,7 +5,7 @@ Events (examples in events/agent_events-*.json):
 - {"action": "agentOffline", "agentId": "..."};
 - {"action": "callEnded", "agentId": "...", "callId": "..."} (callId optional);
 - {"action": "agentHeartbeat", "agentId": "..."}: the agent is still there (AGENT_TIMEOUT_SECONDS);
-- {"action": "callerHungUp", "callId": "..."}: the caller left; their call is never matched (taskqueue.hangup);
+- {"action": "callerHungUp", "callId": "..."}: the caller left; their call is never matched (taskqueue.matching.hangup);
 - {"action": "queueDepth", "preferences": {"language": "fr"}}: agents waiting for that combination.
 
 Its own function, without reserved concurrency, not the Matcher's: the Matcher has reserved concurrency
@@ -27,13 +27,13 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue import matching
-from taskqueue.agents import AgentOutcome
-from taskqueue.describe import json_kind, shown
-from taskqueue.errors import InvalidAgentInput
-from taskqueue.handshake.producer import FAILED, WOKEN
-from taskqueue.hangup import HangUpOutcome, hang_up
+from taskqueue.core.describe import json_kind, shown
+from taskqueue.core.errors import InvalidAgentInput
+from taskqueue.matching import rules as matching
+from taskqueue.matching.agents import AgentOutcome
+from taskqueue.matching.hangup import HangUpOutcome, hang_up
 from taskqueue.services import MatcherServices
+from taskqueue.wakeups.producer import FAILED, WOKEN
 
 logger = Logger()
 tracer = Tracer()

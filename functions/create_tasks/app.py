@@ -3,7 +3,7 @@
 Input (every field optional): {"queue": "work", "count": 1, "priority": 0, "ttlSeconds": DEFAULT_TTL_SECONDS,
 "payload": {}, "maxAttempts": MAX_ATTEMPTS, "delaySeconds": 0, "taskIds": [...]}, or a whole EventBridge
 Scheduled Event (a schedule without Input), which creates the default request {}. Both shapes are declared in
-layers/taskqueue/taskqueue/schemas/create_tasks.schema.json; any other input is refused with an InvalidField that
+layers/taskqueue/taskqueue/core/schemas/create_tasks.schema.json; any other input is refused with an InvalidField that
 names the field, and nothing is written.
 """
 
@@ -16,10 +16,10 @@ from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue.create import create_tasks
-from taskqueue.handshake.producer import FAILED, WOKEN
-from taskqueue.model import parse_create_event
+from taskqueue.client.create import create_tasks
+from taskqueue.core.model import parse_create_event
 from taskqueue.services import Services
+from taskqueue.wakeups.producer import FAILED, WOKEN
 
 logger = Logger()
 tracer = Tracer()

@@ -20,14 +20,14 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue import handler_metrics
-from taskqueue.correlation import Correlation, log_under, of_event
-from taskqueue.describe import shown
-from taskqueue.errors import InvalidEvent, InvalidTaskInput
-from taskqueue.matcher import Matcher, MatchReport
-from taskqueue.notify import queue_of_wakeup
+from taskqueue.core import metrics as handler_metrics
+from taskqueue.core.correlation import Correlation, log_under, of_event
+from taskqueue.core.describe import shown
+from taskqueue.core.errors import InvalidEvent, InvalidTaskInput
+from taskqueue.matching.matcher import Matcher, MatchReport
 from taskqueue.services import MatcherServices
-from taskqueue.worker import claim_window_seconds
+from taskqueue.wakeups.notify import queue_of_wakeup
+from taskqueue.work.worker import claim_window_seconds
 
 logger = Logger()
 tracer = Tracer()

@@ -19,12 +19,13 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue import handler_metrics, run_time
-from taskqueue.correlation import log_under, of_event
-from taskqueue.notify import queue_of_wakeup
-from taskqueue.runner import TaskRunner, apply_runner_environment, build_runner
+from taskqueue.core import metrics as handler_metrics
+from taskqueue.core import run_time
+from taskqueue.core.correlation import log_under, of_event
 from taskqueue.services import Services
-from taskqueue.worker import Worker, WorkerReport
+from taskqueue.wakeups.notify import queue_of_wakeup
+from taskqueue.work.runner import TaskRunner, apply_runner_environment, build_runner
+from taskqueue.work.worker import Worker, WorkerReport
 
 logger = Logger()
 tracer = Tracer()

@@ -29,13 +29,14 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from taskqueue import handler_metrics, schema
-from taskqueue.correlation import Correlation, log_under, of_event
-from taskqueue.errors import InvalidEvent, InvalidInput
-from taskqueue.safety_net import run_safety_net
+from taskqueue.core import metrics as handler_metrics
+from taskqueue.core import schema
+from taskqueue.core.correlation import Correlation, log_under, of_event
+from taskqueue.core.errors import InvalidEvent, InvalidInput
+from taskqueue.core.stream import ChangeKind, classify
 from taskqueue.services import Services
-from taskqueue.stream import ChangeKind, classify
-from taskqueue.wakeups import Wakeups, relay
+from taskqueue.wakeups.backstop import Wakeups, relay
+from taskqueue.wakeups.safety_net import run_safety_net
 
 logger = Logger()
 tracer = Tracer()
@@ -92,7 +93,7 @@ def handle_stream(event: Mapping[str, Any], context: LambdaContext, svc: Service
                 counts["TasksShed", change.queue or "unknown"] += 1
                 logger.info("task shed by TTL before it was claimed", extra={"task_id": change.task_id, "queue": change.queue})
             elif change.kind is ChangeKind.CREATED and change.queue:
-                # The wake-up carries the task that caused it and its creating request (taskqueue.correlation).
+                # The wake-up carries the task that caused it and its creating request (taskqueue.core.correlation).
                 wakeups.wake(change.queue, Correlation(change.request_id, change.task_id))
             elif change.kind is ChangeKind.AGENT_QUEUED and change.queue:
                 wakeups.wake(change.queue)
@@ -157,12 +158,12 @@ def _queue_of(raw: Mapping[str, Any], svc: Services) -> str:
 
 
 def handle_tail_calls(event: Mapping[str, Any], svc: Services) -> dict[str, Any]:
-    """A worker's tail call (or a redrive's wake-up), relayed to the queues' workers: see taskqueue.wakeups."""
+    """A worker's tail call (or a redrive's wake-up), relayed to the queues' workers: see taskqueue.wakeups.backstop."""
     return {"woken": relay(event, svc.notifier, svc.settings)}
 
 
 def handle_safety_net(svc: Services) -> dict[str, Any]:
-    """The schedule's run: see taskqueue.safety_net."""
+    """The schedule's run: see taskqueue.wakeups.safety_net."""
     return {"woken": run_safety_net(svc)}
 
 

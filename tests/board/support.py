@@ -14,8 +14,8 @@ from taskq.board.metrics import EmfLogMetrics
 from taskq.board.services import Board
 from taskq.connection import Connection, Target
 from taskq.failed_events import FailedEventsTarget
-from taskqueue.agents import AgentStore
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.matching.agents import AgentStore
 from taskqueue.store import TaskStore
 
 TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')

@@ -24,7 +24,7 @@ import boto3
 import pytest
 
 from taskq.board.assets import htmx_path
-from taskqueue.settings import Settings
+from taskqueue.core.settings import Settings
 from taskqueue.store import TaskStore
 from tests.board.support import create, dead_letter
 

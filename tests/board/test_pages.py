@@ -9,7 +9,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from taskqueue.states import TaskStatus
+from taskqueue.core.states import TaskStatus
 from tests.agent_support import agent_table, agents, create_calls, profile  # noqa: F401 - fixtures
 from tests.board.support import Browser, create, dead_letter, make_board, status_of
 
@@ -64,8 +64,8 @@ def test_depth_counts_each_state_by_partition(store, clock):
 
 
 def test_tasks_of_a_request_are_found_by_their_derived_ids(store, clock):
-    from taskqueue.create import create_tasks
-    from taskqueue.model import parse_create_request
+    from taskqueue.client.create import create_tasks
+    from taskqueue.core.model import parse_create_request
 
     summary = create_tasks(parse_create_request({"count": 150}, store.settings), store, clock.now_ms(), request_id="r-9")
     create_tasks(parse_create_request({"count": 2}, store.settings), store, clock.now_ms(), request_id="r-10")

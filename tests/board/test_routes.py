@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from taskqueue.states import TaskStatus
+from taskqueue.core.states import TaskStatus
 from tests.board.support import Browser, create, dead_letter, make_board, status_of
 
 pytestmark = pytest.mark.dynamodb_engines
@@ -181,8 +181,8 @@ def test_read_only_hides_and_refuses_every_action(store, clock, log):
 
 
 def test_search_by_task_id_and_by_request_id(store, clock, browser):
-    from taskqueue.create import create_tasks
-    from taskqueue.model import parse_create_request
+    from taskqueue.client.create import create_tasks
+    from taskqueue.core.model import parse_create_request
 
     summary = create_tasks(parse_create_request({"count": 3}, store.settings), store, clock.now_ms(), request_id="req-42")
     one = summary.task_ids[1]

@@ -36,8 +36,8 @@ import app  # ProcessTasks' handler: loads the runner at init
 runner = app.runner()  # raises what init met, if the runner could not be loaded
 from example_runner import http_call
 import httpx
-from taskqueue.model import Task
-from taskqueue.states import TaskStatus
+from taskqueue.core.model import Task
+from taskqueue.core.states import TaskStatus
 outcomes = {}
 for path in ("/ok", "/missing", "/broken", "/slow"):
     os.environ["EXAMPLE_API_URL"] = os.environ["SERVICE"] + path

@@ -12,7 +12,7 @@ import pytest
 
 from local import callcenter
 from local.__main__ import load_scenario
-from taskqueue.model import from_item
+from taskqueue.core.model import from_item
 from tests.e2e.conftest import table_items
 
 pytestmark = pytest.mark.e2e

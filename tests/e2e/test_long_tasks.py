@@ -20,7 +20,7 @@ SCALE = 1 / 30  # a 300 s run in 10 s, a 900 s Timeout in 30 s
 PROGRESS_RUNNER = '''
 import time
 
-from taskqueue.progress import report_progress
+from taskqueue.work.progress import report_progress
 
 
 def run(task):

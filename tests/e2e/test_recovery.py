@@ -16,10 +16,10 @@ from typing import Any
 import boto3
 import pytest
 
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.states import TaskStatus
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker
+from taskqueue.work.worker import Worker
 from tests.conftest import make_settings
 from tests.support import FakeClock, create_queue_table
 

@@ -12,11 +12,11 @@ from typing import Any, TypeVar
 from botocore.exceptions import ClientError
 from hypothesis import HealthCheck, settings
 
-from taskqueue.errors import TaskQueueError
-from taskqueue.notify import Notifier
+from taskqueue.core.errors import TaskQueueError
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
 from taskqueue.store.control import control_id, is_control_id
+from taskqueue.wakeups.notify import Notifier
 from tests.agent_support import create_agent_table
 from tests.conftest import TABLE, make_settings
 from tests.support import template

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.matching import MatchSettings
+from taskqueue.matching.rules import MatchSettings
 from taskqueue.services import MatcherServices
 from tests.agent_support import AGENT_TABLE
 from tests.fuzz.strategies import garbage_events, json_values, mutated, near

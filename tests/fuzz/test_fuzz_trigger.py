@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue import schema
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.core import schema
+from taskqueue.core.model import new_tasks, parse_create_request
 from tests.conftest import TABLE
 from tests.fuzz.strategies import garbage_events, json_values, mutated, near
 from tests.fuzz.support import RequestSpy, forget_wake_records, fuzz, fuzz_services, invoke, scan

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.matching import MatchSettings
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.matching.rules import MatchSettings
 from taskqueue.services import MatcherServices
 from taskqueue.store import TaskStore
 from tests.agent_support import AGENT_TABLE, profile

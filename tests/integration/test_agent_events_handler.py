@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from taskqueue.errors import InvalidAgentInput
-from taskqueue.matching import MatchSettings, ProfileTooLarge
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.core.errors import InvalidAgentInput
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.matching.rules import MatchSettings, ProfileTooLarge
 from taskqueue.services import MatcherServices
 from tests.agent_support import AGENT_TABLE, agent_table  # noqa: F401 (fixture)
 from tests.support import LambdaContextStub, emitted, load_event, load_function, metric_totals

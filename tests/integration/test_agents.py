@@ -3,12 +3,12 @@ or several pairs, all or nothing, the 100-item limit)."""
 
 import pytest
 
-from taskqueue.agent_items import QueueHead
-from taskqueue.agents import AgentNotFound, AgentOutcome, AgentStatus
-from taskqueue.keys import Order
-from taskqueue.matching import AgentProfile, ProfileTooLarge, entry_keys, entry_sort
-from taskqueue.pairing import Pair, transactions
-from taskqueue.states import TaskStatus
+from taskqueue.core.keys import Order
+from taskqueue.core.states import TaskStatus
+from taskqueue.matching.agent_items import QueueHead
+from taskqueue.matching.agents import AgentNotFound, AgentOutcome, AgentStatus
+from taskqueue.matching.pairing import Pair, transactions
+from taskqueue.matching.rules import AgentProfile, ProfileTooLarge, entry_keys, entry_sort
 from tests.agent_support import (  # noqa: F401 (fixtures)
     AGENT_TABLE,
     agent_table,
@@ -207,7 +207,7 @@ def test_profile_over_the_limit_is_refused_before_any_write(agents, agent_table)
 
 
 def test_missing_agent_table_is_a_clear_error(dynamodb, store, clock):
-    from taskqueue.agents import AgentStoreError
+    from taskqueue.matching.agents import AgentStoreError
 
     agents = make_agent_store(dynamodb, store, clock)
     with pytest.raises(AgentStoreError, match="AGENT_TABLE_NAME"):

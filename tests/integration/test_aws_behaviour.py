@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from taskqueue.agents import AgentStatus, AgentStore
-from taskqueue.matcher import Matcher
-from taskqueue.matching import MatchSettings
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.states import TaskStatus
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.states import TaskStatus
+from taskqueue.matching.agents import AgentStatus, AgentStore
+from taskqueue.matching.matcher import Matcher
+from taskqueue.matching.rules import MatchSettings
 from taskqueue.store import StoreError, TaskStore
 from tests.agent_support import AGENT_TABLE, agent_table, create_calls, profile  # noqa: F401 (fixture)
 from tests.conftest import TABLE

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from taskqueue.errors import InvalidField, InvalidInput, InvalidTaskInput, TaskQueueError
-from taskqueue.matching import MatchSettings
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.core.errors import InvalidField, InvalidInput, InvalidTaskInput, TaskQueueError
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.states import TaskStatus
+from taskqueue.matching.rules import MatchSettings
 from taskqueue.services import MatcherServices, Services
-from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
 from tests.agent_support import AGENT_TABLE, agent_table, create_calls  # noqa: F401 (fixture)
 from tests.conftest import TABLE, make_settings
@@ -196,7 +196,7 @@ def test_process_tasks_answers_garbage_with_a_clear_error_before_any_claim(work_
 
 
 def test_settings_of_a_worker_with_a_queue_outside_queue_orders_fail_naming_the_variable(topics):
-    from taskqueue.errors import ConfigError
+    from taskqueue.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"^WORKER_QUEUES='jobs' is not valid: 'jobs' is not in QUEUE_ORDERS"):
         make_settings(topics, worker_queues=("jobs",))

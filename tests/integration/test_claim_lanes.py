@@ -19,14 +19,14 @@ import pytest
 
 from local.engine import REPO
 from local.template import Template
-from taskqueue.clock import SystemClock
-from taskqueue.errors import ConfigError
-from taskqueue.keys import Order
-from taskqueue.lease import Lease
-from taskqueue.model import Task, new_tasks, parse_create_request
-from taskqueue.settings import Settings
+from taskqueue.core.clock import SystemClock
+from taskqueue.core.errors import ConfigError
+from taskqueue.core.keys import Order
+from taskqueue.core.model import Task, new_tasks, parse_create_request
+from taskqueue.core.settings import Settings
 from taskqueue.store import Candidate, TaskStore
-from taskqueue.worker import Worker
+from taskqueue.work.lease import Lease
+from taskqueue.work.worker import Worker
 from tests.serialized_moto import SerializedMoto
 from tests.support import FakeClock, create_queue_table
 

@@ -7,7 +7,7 @@ import boto3
 import pytest
 
 from taskq.main import build_parser, main
-from taskqueue.states import TaskStatus
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
 from tests.conftest import TABLE, make_settings
 

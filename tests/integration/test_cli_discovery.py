@@ -17,10 +17,10 @@ import pytest
 from moto.server import ThreadedMotoServer
 
 from taskq.main import main
-from taskqueue import discovery
-from taskqueue.discovery import DiscoveryError, StackInfo
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.settings import Settings
+from taskqueue.client import discovery
+from taskqueue.client.discovery import DiscoveryError, StackInfo
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.settings import Settings
 from taskqueue.store import TaskStore
 from tests.support import FakeClock, create_queue_table
 

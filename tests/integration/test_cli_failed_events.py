@@ -11,7 +11,7 @@ import pytest
 
 from taskq import failed_events
 from taskq.main import main
-from taskqueue.model import derived_task_ids
+from taskqueue.core.model import derived_task_ids
 from taskqueue.services import Services
 from taskqueue.store import StoreError, TaskStore
 from tests.conftest import TABLE

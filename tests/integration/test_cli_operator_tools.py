@@ -9,11 +9,11 @@ import pytest
 
 from taskq import queue_commands
 from taskq.main import main
-from taskqueue.errors import InvalidTransition
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.states import TaskStatus
+from taskqueue.core.errors import InvalidTransition
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker
+from taskqueue.work.worker import Worker
 from tests.conftest import TABLE, make_settings
 
 # The conditional deletes and transitions also run on DynamoDB Local (`make test`; docs/testing.md).

@@ -10,7 +10,7 @@ import pytest
 from taskq import watch
 from taskq.main import main
 from taskq.watch import QueueSample, Sample, refresh, render
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.store import TaskStore
 from tests.conftest import TABLE, make_settings
 

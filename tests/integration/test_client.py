@@ -11,14 +11,14 @@ import boto3
 import pytest
 
 from taskqueue.client import TaskQueueClient
-from taskqueue.discovery import DiscoveryError
-from taskqueue.errors import InvalidField, TaskNotFound, WaitTimedOut
-from taskqueue.notify import Notifier
+from taskqueue.client.discovery import DiscoveryError
+from taskqueue.core.errors import InvalidField, TaskNotFound, WaitTimedOut
+from taskqueue.core.states import TaskStatus
 from taskqueue.services import Services
-from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
 from taskqueue.store.control import is_control_id
-from taskqueue.worker import Worker
+from taskqueue.wakeups.notify import Notifier
+from taskqueue.work.worker import Worker
 from tests.conftest import TABLE, make_settings
 
 

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from taskqueue.agents import AgentNotFound, AgentOutcome, AgentStatus, AgentStore
-from taskqueue.errors import InvalidAgentInput, InvalidTaskInput, TaskNotFound
-from taskqueue.hangup import HangUpOutcome, hang_up
-from taskqueue.matcher import Matcher
-from taskqueue.matching import MAX_TRANSACT_ITEMS, MatchSettings, parse_profile
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.core.errors import InvalidAgentInput, InvalidTaskInput, TaskNotFound
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.states import TaskStatus
+from taskqueue.matching.agents import AgentNotFound, AgentOutcome, AgentStatus, AgentStore
+from taskqueue.matching.hangup import HangUpOutcome, hang_up
+from taskqueue.matching.matcher import Matcher
+from taskqueue.matching.rules import MAX_TRANSACT_ITEMS, MatchSettings, parse_profile
 from taskqueue.services import MatcherServices
-from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
 from tests.agent_support import (  # noqa: F401 (fixture)
     AGENT_TABLE,

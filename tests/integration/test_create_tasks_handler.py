@@ -2,9 +2,9 @@
 
 import pytest
 
-from taskqueue.errors import InvalidTaskInput
+from taskqueue.core.errors import InvalidTaskInput
+from taskqueue.core.states import TaskStatus
 from taskqueue.services import Services
-from taskqueue.states import TaskStatus
 from taskqueue.store import StoreError, TaskStore
 from taskqueue.store.control import is_control_id
 from tests.conftest import TABLE

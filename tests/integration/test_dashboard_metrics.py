@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from taskqueue.errors import PermanentTaskError
-from taskqueue.matching import MatchSettings
+from taskqueue.core.errors import PermanentTaskError
+from taskqueue.matching.rules import MatchSettings
 from taskqueue.services import MatcherServices
 from tests.agent_support import AGENT_TABLE, agent_table  # noqa: F401 (fixture)
 from tests.support import EmittedMetric, LambdaContextStub, emitted, load_event, load_function, template

@@ -1,6 +1,6 @@
 """Issue 21: what a lone worker of queue "work" reads and writes per task, on both DynamoDB engines.
 
-- The delayed partitions are read only when the queue's record says an entry may be due (``taskqueue.delayed_head``):
+- The delayed partitions are read only when the queue's record says an entry may be due (``taskqueue.core.delayed_head``):
   a raise of the head never hides an entry a writer announced (the index's lag, a writer in between), and an entry
   whose writer died before announcing it is found by the safety net.
 - A lone watcher pays nothing for claim lanes, and joins them at its first lost claim.
@@ -14,12 +14,12 @@ import random
 
 import pytest
 
-from taskqueue.errors import TaskQueueError
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.safety_net import run_safety_net
+from taskqueue.core.errors import TaskQueueError
+from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker
+from taskqueue.wakeups.safety_net import run_safety_net
+from taskqueue.work.worker import Worker
 from tests.faults import FaultyClient
 
 pytestmark = pytest.mark.dynamodb_engines

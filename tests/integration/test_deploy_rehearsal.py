@@ -25,7 +25,7 @@ from botocore.exceptions import ClientError
 
 from local.sam_transform import LOCAL_BUCKET, transform
 from local.template import load_yaml
-from taskqueue.settings import Settings
+from taskqueue.core.settings import Settings
 from tests.support import ROOT
 
 # moto warns for every resource type its CloudFormation only records (SNS subscriptions, EventInvokeConfig).

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from taskqueue.stream import is_ttl_delete
+from taskqueue.core.stream import is_ttl_delete
 from tests import dynamodb_local
 from tests.conftest import TABLE
 

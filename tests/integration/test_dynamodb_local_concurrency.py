@@ -13,10 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from taskqueue.clock import SystemClock
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.settings import Settings
-from taskqueue.states import TaskStatus
+from taskqueue.core.clock import SystemClock
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.settings import Settings
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
 from tests import dynamodb_local
 from tests.support import create_queue_table

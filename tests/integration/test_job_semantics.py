@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.outcomes import backoff_ms
-from taskqueue.states import TaskStatus
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker
+from taskqueue.work.outcomes import backoff_ms
+from taskqueue.work.worker import Worker
 from tests.conftest import make_settings
 from tests.support import load_function
 

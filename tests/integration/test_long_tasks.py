@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from taskqueue.create import create_tasks
-from taskqueue.errors import InvalidField, TaskTooLong
-from taskqueue.model import parse_create_request
-from taskqueue.run_time import FINISH_RESERVE_SECONDS
-from taskqueue.settings import Settings
-from taskqueue.states import TaskStatus
+from taskqueue.client.create import create_tasks
+from taskqueue.core.errors import InvalidField, TaskTooLong
+from taskqueue.core.model import parse_create_request
+from taskqueue.core.run_time import FINISH_RESERVE_SECONDS
+from taskqueue.core.settings import Settings
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker
+from taskqueue.work.worker import Worker
 from tests.conftest import make_settings
 
 

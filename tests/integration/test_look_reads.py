@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker
+from taskqueue.work.worker import Worker
 from tests.integration.test_delayed_head import create, recorded
 
 pytestmark = pytest.mark.dynamodb_engines

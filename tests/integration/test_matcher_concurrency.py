@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from taskqueue.agents import AgentOutcome
-from taskqueue.matching import parse_profile
+from taskqueue.matching.agents import AgentOutcome
+from taskqueue.matching.rules import parse_profile
 from tests.agent_support import create_calls, pair_of
 from tests.matcher_load import check_final_state, make_world, replay, run_matchers
 from tests.serialized_moto import SerializedMoto

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from taskqueue.errors import InvalidEvent, InvalidTaskInput
-from taskqueue.keys import Order
-from taskqueue.matching import MatchSettings
+from taskqueue.core.errors import InvalidEvent, InvalidTaskInput
+from taskqueue.core.keys import Order
+from taskqueue.core.states import TaskStatus
+from taskqueue.matching.rules import MatchSettings
 from taskqueue.services import MatcherServices
-from taskqueue.states import TaskStatus
 from tests.agent_support import AGENT_TABLE, agent_table, all_items, create_calls  # noqa: F401 (fixture)
 from tests.support import LambdaContextStub, load_event, load_function, metric_totals
 

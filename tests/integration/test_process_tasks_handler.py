@@ -5,12 +5,12 @@ from typing import Any
 
 import pytest
 
-from taskqueue.errors import PermanentTaskError
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.runner import FakeLegacySystem
+from taskqueue.core.errors import PermanentTaskError
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.states import TaskStatus
 from taskqueue.services import Services
-from taskqueue.states import TaskStatus
 from taskqueue.store import TaskStore
+from taskqueue.work.runner import FakeLegacySystem
 from tests.conftest import make_settings
 from tests.support import load_event, load_function
 

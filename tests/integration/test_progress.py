@@ -3,11 +3,11 @@ lease, rate-limited; only the lease owner writes them; a new attempt starts with
 
 from __future__ import annotations
 
-from taskqueue.create import create_tasks
-from taskqueue.model import parse_create_request
-from taskqueue.progress import PROGRESS_INTERVAL_SECONDS, report_progress
-from taskqueue.states import TaskStatus
-from taskqueue.worker import Worker
+from taskqueue.client.create import create_tasks
+from taskqueue.core.model import parse_create_request
+from taskqueue.core.states import TaskStatus
+from taskqueue.work.progress import PROGRESS_INTERVAL_SECONDS, report_progress
+from taskqueue.work.worker import Worker
 
 
 def make(store, clock, **body) -> str:

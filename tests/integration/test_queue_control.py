@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from taskqueue.errors import InvalidTaskInput, TaskQueueError
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.core.errors import InvalidTaskInput, TaskQueueError
+from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker
+from taskqueue.work.worker import Worker
 
 pytestmark = pytest.mark.dynamodb_engines
 

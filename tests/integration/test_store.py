@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from taskqueue.errors import InvalidTransition, TaskNotFound
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.states import TaskStatus
+from taskqueue.core.errors import InvalidTransition, TaskNotFound
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import StoreError, TaskStore
 from tests.conftest import make_settings
 

@@ -3,7 +3,7 @@ batches."""
 
 from typing import Any
 
-from taskqueue.model import new_tasks, parse_create_request
+from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.store import TaskStore
 from tests.conftest import TABLE
 

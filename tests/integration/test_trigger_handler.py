@@ -7,11 +7,11 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from taskqueue.errors import TaskQueueError
-from taskqueue.handshake.rules import WAKE_IN_FLIGHT_SECONDS
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.notify import PUBLISH_ATTEMPTS, Notifier
+from taskqueue.core.errors import TaskQueueError
+from taskqueue.core.handshake import WAKE_IN_FLIGHT_SECONDS
+from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.services import Services
+from taskqueue.wakeups.notify import PUBLISH_ATTEMPTS, Notifier
 from tests.support import LambdaContextStub, emitted, load_event, load_function, metric_total, metric_totals
 
 app = load_function("trigger")

@@ -12,16 +12,16 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from taskqueue.create import create_tasks
-from taskqueue.handshake.producer import QueueWaker
-from taskqueue.handshake.rules import INDEX_LAG_ALLOWANCE_SECONDS, WAKE_IN_FLIGHT_SECONDS, WATCH_LEASE_SECONDS
-from taskqueue.handshake.watch import STOPPED, LookAgain, Watch
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.notify import Notifier
-from taskqueue.safety_net import run_safety_net
+from taskqueue.client.create import create_tasks
+from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS, WAKE_IN_FLIGHT_SECONDS, WATCH_LEASE_SECONDS
+from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
-from taskqueue.worker import HELP_SECONDS, Worker
+from taskqueue.wakeups.notify import Notifier
+from taskqueue.wakeups.producer import QueueWaker
+from taskqueue.wakeups.safety_net import run_safety_net
+from taskqueue.wakeups.watch import STOPPED, LookAgain, Watch
+from taskqueue.work.worker import HELP_SECONDS, Worker
 from tests.conftest import make_settings
 from tests.faults import FaultyClient
 

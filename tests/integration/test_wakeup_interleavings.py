@@ -19,11 +19,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from taskqueue.handshake.producer import QueueWaker
-from taskqueue.handshake.watch import STOPPED, Watch
-from taskqueue.model import new_tasks, parse_create_request
-from taskqueue.settings import Settings
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.settings import Settings
 from taskqueue.store import TaskStore
+from taskqueue.wakeups.producer import QueueWaker
+from taskqueue.wakeups.watch import STOPPED, Watch
 from tests.support import FakeClock, create_queue_table
 
 

@@ -24,14 +24,14 @@ import pytest
 
 from local.emulator import Emulator
 from local.faults import Faults
-from taskqueue.clock import SystemClock
-from taskqueue.create import create_tasks
-from taskqueue.handshake.producer import QueueWaker
-from taskqueue.model import parse_create_request
-from taskqueue.settings import Settings
-from taskqueue.states import TaskStatus
+from taskqueue.client.create import create_tasks
+from taskqueue.core.clock import SystemClock
+from taskqueue.core.model import parse_create_request
+from taskqueue.core.settings import Settings
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker
+from taskqueue.wakeups.producer import QueueWaker
+from taskqueue.work.worker import Worker
 from tests import dynamodb_local
 from tests.support import create_queue_table
 

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from taskqueue.clock import SystemClock
-from taskqueue.errors import ConfigError
-from taskqueue.lease import LeaseLost, extend_lease
-from taskqueue.model import MAX_RESULT_BYTES, new_tasks, parse_create_request
-from taskqueue.outcomes import RECORD_ATTEMPTS, Outcomes
-from taskqueue.states import TaskStatus
+from taskqueue.core.clock import SystemClock
+from taskqueue.core.errors import ConfigError
+from taskqueue.core.model import MAX_RESULT_BYTES, new_tasks, parse_create_request
+from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.worker import IDLE_POLL_SECONDS, Worker
+from taskqueue.work.lease import LeaseLost, extend_lease
+from taskqueue.work.outcomes import RECORD_ATTEMPTS, Outcomes
+from taskqueue.work.worker import IDLE_POLL_SECONDS, Worker
 from tests.conftest import make_settings
 from tests.faults import FaultyClient, on_tasks
 from tests.serialized_moto import SerializedMoto
@@ -235,7 +235,7 @@ def test_a_failed_renewal_while_recording_is_logged_and_counted(store, clock, ca
 
     def throttled(what: str) -> StoreError:
         error = StoreError(f"DynamoDB is throttling {what}")
-        error.retryable = True  # as taskqueue.dynamo.translate marks it
+        error.retryable = True  # as taskqueue.store.dynamo.translate marks it
         return error
 
     class DueLease:

@@ -21,11 +21,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from local.emulator import Emulator
-from taskqueue.clock import SystemClock
-from taskqueue.model import Task, new_tasks, parse_create_request
-from taskqueue.settings import Settings
+from taskqueue.core.clock import SystemClock
+from taskqueue.core.model import Task, new_tasks, parse_create_request
+from taskqueue.core.settings import Settings
 from taskqueue.store import TaskStore
-from taskqueue.worker import Worker, WorkerReport
+from taskqueue.work.worker import Worker, WorkerReport
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "reports" / "reliability-figures.json"

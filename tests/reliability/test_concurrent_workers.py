@@ -22,7 +22,7 @@ import pytest
 
 from local.emulator import Emulator
 from local.faults import Faults
-from taskqueue.settings import Settings
+from taskqueue.core.settings import Settings
 from tests.reliability.support import Ledger, create_tasks, record_figures, run_fleet, scan_table, statuses
 from tests.support import create_queue_table
 

@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from local.engine import REPO, Engine
 from local.faults import Faults
 from local.item_size import LIMIT_BYTES, item_size
-from taskqueue.model import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
+from taskqueue.core.model import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 from tests.reliability.support import record_figures
 
 pytestmark = pytest.mark.reliability

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from local.faults import Faults
-from taskqueue.states import TaskStatus
+from taskqueue.core.states import TaskStatus
 from tests.matcher_load import check_final_state, make_world, replay, run_matchers, scan
 from tests.reliability.support import record_figures
 from tests.serialized_moto import SerializedMoto

@@ -25,10 +25,10 @@ import pytest
 
 from local.emulator import Emulator
 from local.faults import Faults
-from taskqueue.clock import SystemClock
-from taskqueue.model import derived_task_ids
+from taskqueue.core.clock import SystemClock
+from taskqueue.core.model import derived_task_ids
+from taskqueue.core.settings import Settings
 from taskqueue.services import Services
-from taskqueue.settings import Settings
 from taskqueue.store import TaskStore
 from tests.reliability.support import CountingClient, Ledger, record_figures, run_fleet, scan_table
 from tests.support import LambdaContextStub, create_queue_table, load_function

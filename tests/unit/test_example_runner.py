@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from example_runner import http_call
-from taskqueue.errors import PermanentTaskError
-from taskqueue.model import Task
-from taskqueue.states import TaskStatus
+from taskqueue.core.errors import PermanentTaskError
+from taskqueue.core.model import Task
+from taskqueue.core.states import TaskStatus
 from tests.http_service import http_service
 
 

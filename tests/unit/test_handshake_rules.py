@@ -1,4 +1,4 @@
-"""The wake-up handshake's pure rules (taskqueue.handshake.rules): what a producer does after it wrote, and when a
+"""The wake-up handshake's pure rules (taskqueue.core.handshake): what a producer does after it wrote, and when a
 worker's empty look may count for a stop."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.handshake.rules import (
+from taskqueue.core.handshake import (
     INDEX_LAG_ALLOWANCE_SECONDS,
     WAKE_IN_FLIGHT_SECONDS,
     WATCH_LEASE_SECONDS,

@@ -37,14 +37,14 @@ import boto3
 import botocore.session
 import pytest
 
-from taskqueue.agents import AgentNotFound, AgentStore
-from taskqueue.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, PermanentTaskError
-from taskqueue.lease import extend_lease
-from taskqueue.matching import MatchSettings, parse_profile
-from taskqueue.model import Task, new_tasks, parse_create_request
-from taskqueue.pairing import Pair
-from taskqueue.settings import Settings
+from taskqueue.core.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, PermanentTaskError
+from taskqueue.core.model import Task, new_tasks, parse_create_request
+from taskqueue.core.settings import Settings
+from taskqueue.matching.agents import AgentNotFound, AgentStore
+from taskqueue.matching.pairing import Pair
+from taskqueue.matching.rules import MatchSettings, parse_profile
 from taskqueue.store import TaskStore
+from taskqueue.work.lease import extend_lease
 from tests.agent_support import AGENT_TABLE, create_agent_table
 from tests.conftest import TABLE
 from tests.support import FakeClock, LambdaContextStub, load_event, load_function, template

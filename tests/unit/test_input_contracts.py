@@ -11,9 +11,9 @@ import re
 import jsonschema
 import pytest
 
-from taskqueue import keys, model, schema
-from taskqueue.errors import ConfigError, InvalidField, InvalidTaskInput
-from taskqueue.settings import BOUNDS, Settings
+from taskqueue.core import keys, model, schema
+from taskqueue.core.errors import ConfigError, InvalidField, InvalidTaskInput
+from taskqueue.core.settings import BOUNDS, Settings
 from tests.support import ROOT, template
 
 TPL = template()

@@ -2,9 +2,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue import keys
-from taskqueue.errors import InvalidTaskInput
-from taskqueue.keys import Order
+from taskqueue.core import keys
+from taskqueue.core.errors import InvalidTaskInput
+from taskqueue.core.keys import Order
 
 times = st.integers(min_value=0, max_value=10**14)
 priorities = st.integers(min_value=keys.MIN_PRIORITY, max_value=keys.MAX_PRIORITY)

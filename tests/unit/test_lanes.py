@@ -1,4 +1,4 @@
-"""Claim lanes (taskqueue.lanes): which tasks a worker tries first when several claim at once. Pure rules."""
+"""Claim lanes (taskqueue.core.lanes): which tasks a worker tries first when several claim at once. Pure rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.lanes import LaneView, claim_order, claim_window, lane_of, owned_shards, shard_view
+from taskqueue.core.lanes import LaneView, claim_order, claim_window, lane_of, owned_shards, shard_view
 
 ids = st.lists(st.uuids().map(str), min_size=0, max_size=80, unique=True)
 held_lanes = st.sets(st.integers(0, 15), min_size=2, max_size=8).map(lambda s: tuple(sorted(s)))

@@ -519,9 +519,9 @@ def test_reads_this_module_leaves_to_moto_answer_as_moto_does(engines: Engines) 
 def test_the_boards_counts_walk_no_table(engines: Engines, monkeypatch: pytest.MonkeyPatch) -> None:
     """TaskStore.depth (the board's queues page) on a queue of 300 tasks: its COUNT queries never sort or walk the
     table (moto's Table.all_items / sorted_items), which is what made a 100,000-task page never answer."""
-    from taskqueue.clock import SystemClock
-    from taskqueue.model import new_tasks, parse_create_request
-    from taskqueue.settings import Settings
+    from taskqueue.core.clock import SystemClock
+    from taskqueue.core.model import new_tasks, parse_create_request
+    from taskqueue.core.settings import Settings
     from taskqueue.store import TaskStore
 
     table = f"tasks-{next(NAMES)}"

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.errors import ConfigError, InvalidAgentInput, InvalidTaskInput
-from taskqueue.keys import Order
-from taskqueue.matching import (
+from taskqueue.core.errors import ConfigError, InvalidAgentInput, InvalidTaskInput
+from taskqueue.core.keys import Order
+from taskqueue.matching.rules import (
     ANY,
     MAX_ENTRIES_PER_AGENT,
     IdleAgent,

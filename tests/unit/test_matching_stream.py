@@ -2,8 +2,8 @@
 
 import pytest
 
-from taskqueue.errors import InvalidEvent
-from taskqueue.stream import ChangeKind, classify
+from taskqueue.core.errors import InvalidEvent
+from taskqueue.core.stream import ChangeKind, classify
 
 ENTRY = {"pk": "Q#gender=f#language=fr", "sk": "001795348800001#a1", "entity": "entry", "queue": "calls", "agentId": "a1"}
 

@@ -2,11 +2,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.errors import InvalidTaskInput
-from taskqueue.keys import Order
-from taskqueue.model import Task, from_item, new_tasks, parse_create_request, to_item
-from taskqueue.settings import Settings
-from taskqueue.states import TaskStatus
+from taskqueue.core.errors import InvalidTaskInput
+from taskqueue.core.keys import Order
+from taskqueue.core.model import Task, from_item, new_tasks, parse_create_request, to_item
+from taskqueue.core.settings import Settings
+from taskqueue.core.states import TaskStatus
 
 SETTINGS = Settings(queue_table_name="t", default_ttl_seconds=3600, max_attempts=3)
 NOW_MS = 1_795_348_800_123

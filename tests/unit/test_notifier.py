@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError
 
-from taskqueue.errors import ConfigError
-from taskqueue.notify import (
+from taskqueue.core.errors import ConfigError
+from taskqueue.core.settings import Settings
+from taskqueue.wakeups.notify import (
     PERMANENT_PUBLISH_CODES,
     PUBLISH_ATTEMPTS,
     PUBLISH_BACKOFF_MAX_SECONDS,
@@ -17,7 +18,6 @@ from taskqueue.notify import (
     Notifier,
     PublishError,
 )
-from taskqueue.settings import Settings
 
 SETTINGS = Settings(queue_table_name="t", trigger_topic_arn="arn:aws:sns:us-east-1:1:trigger",
                     worker_wake_up_topic_arn="arn:aws:sns:us-east-1:1:process")

@@ -1,4 +1,4 @@
-"""A pass's pairs (taskqueue.pairing): the plan is the match rule applied call after call, the pairs are cut into
+"""A pass's pairs (taskqueue.matching.pairing): the plan is the match rule applied call after call, the pairs are cut into
 transactions of at most 100 items in plan order, and a cancelled transaction's reasons name the calls and agents
 that failed."""
 
@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.agent_items import QueueHead
-from taskqueue.keys import Order
-from taskqueue.matching import (
+from taskqueue.core.keys import Order
+from taskqueue.matching.agent_items import QueueHead
+from taskqueue.matching.pairing import Pair, Snapshot, Waiting, lost_in, plan, transactions
+from taskqueue.matching.rules import (
     MAX_TRANSACT_ITEMS,
     IdleAgent,
     ProfileTooLarge,
@@ -19,7 +20,6 @@ from taskqueue.matching import (
     parse_profile,
     preferences_key,
 )
-from taskqueue.pairing import Pair, Snapshot, Waiting, lost_in, plan, transactions
 from taskqueue.store import Candidate
 from tests.agent_support import greedy
 

@@ -1,4 +1,4 @@
-"""Progress reports (taskqueue/progress.py): what a report may hold, and which reports are written."""
+"""Progress reports (taskqueue/core/progress_reports.py): what a report may hold, and which reports are written."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import math
 
 import pytest
 
-from taskqueue.progress import (
+from taskqueue.core.progress_reports import (
     MAX_MESSAGE_CHARS,
     PROGRESS_INTERVAL_SECONDS,
     ProgressThrottle,
     checked_progress,
-    report_progress,
 )
+from taskqueue.progress import report_progress
 from tests.support import FakeClock
 
 

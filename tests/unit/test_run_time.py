@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.run_time import (
+from taskqueue.core.run_time import (
     FINISH_RESERVE_SECONDS,
     LAMBDA_MAX_TIMEOUT_SECONDS,
     MIN_RUN_SECONDS,

@@ -3,11 +3,11 @@ import threading
 
 import pytest
 
-from taskqueue.errors import ConfigError, RunnerBusy
-from taskqueue.model import Task
-from taskqueue.runner import FakeLegacySystem, LegacySystemError, build_runner, load_runner
-from taskqueue.settings import Settings
-from taskqueue.states import TaskStatus
+from taskqueue.core.errors import ConfigError, RunnerBusy
+from taskqueue.core.model import Task
+from taskqueue.core.settings import Settings
+from taskqueue.core.states import TaskStatus
+from taskqueue.work.runner import FakeLegacySystem, LegacySystemError, build_runner, load_runner
 from tests.support import FakeClock
 
 TASK = Task("t", "work", TaskStatus.TAKEN, 0, 0, 0, 0, 0, attempts=1)
@@ -54,11 +54,11 @@ def test_failure_rate_is_honoured():
 
 
 def test_load_runner_imports_module_callable():
-    assert load_runner("taskqueue.runner:fake_legacy_system").__name__ == "fake_legacy_system"
+    assert load_runner("taskqueue.work.runner:fake_legacy_system").__name__ == "fake_legacy_system"
 
 
 @pytest.mark.parametrize("spec,message", [("no.such.module:run", "there is no module 'no.such.module'.*put it in runner/"),
-                                          ("taskqueue.runner:nothing", "no callable named 'nothing'.*fix the part after ':'")])
+                                          ("taskqueue.work.runner:nothing", "no callable named 'nothing'.*fix the part after ':'")])
 def test_load_runner_errors_name_the_setting(spec, message):
     with pytest.raises(ConfigError, match=f"TASK_RUNNER='{spec}'.*{message}"):
         load_runner(spec)

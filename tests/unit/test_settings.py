@@ -1,15 +1,15 @@
 import pytest
 
-from taskqueue.errors import ConfigError, InvalidTaskInput
-from taskqueue.keys import Order
-from taskqueue.settings import Settings, parse_queue_orders
+from taskqueue.core.errors import ConfigError, InvalidTaskInput
+from taskqueue.core.keys import Order
+from taskqueue.core.settings import Settings, parse_queue_orders
 
 
 def test_defaults_when_only_the_table_is_set():
     s = Settings.from_env({"QUEUE_TABLE_NAME": "t"})
     assert (s.time_budget_seconds, s.page_size, s.lease_seconds, s.default_ttl_seconds) == (60.0, 10, 300, 3600)
     assert (s.runner_capacity, s.fake_runner_duration_seconds, s.fake_runner_failure_rate) == (3, 15.0, 0.0)
-    assert s.task_runner == "taskqueue.runner:fake_legacy_system"
+    assert s.task_runner == "taskqueue.work.runner:fake_legacy_system"
     assert s.queue_orders == {"work": Order.LIFO, "calls": Order.FIFO}
     assert s.trigger_topic_arn is None
 
@@ -51,7 +51,7 @@ def test_unknown_queue_lists_the_known_ones():
 
 
 def test_the_bounds_of_every_number_live_in_one_table_that_from_env_applies():
-    from taskqueue.settings import BOUNDS
+    from taskqueue.core.settings import BOUNDS
 
     assert {"QUEUE_SHARDS", "DEFAULT_TTL_SECONDS", "RETENTION_SECONDS", "DEAD_LETTER_RETENTION_SECONDS", "MAX_ATTEMPTS", "LEASE_SECONDS", "PAGE_SIZE", "CLAIM_LANES",
             "TIME_BUDGET_SECONDS", "RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "RUNNER_CAPACITY",

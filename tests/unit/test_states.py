@@ -2,15 +2,15 @@ import itertools
 
 import pytest
 
-from taskqueue.errors import InvalidTransition
-from taskqueue.states import ALLOWED_TRANSITIONS, TaskStatus, check_transition
+from taskqueue.core.errors import InvalidTransition
+from taskqueue.core.states import ALLOWED_TRANSITIONS, TaskStatus, check_transition
 
 LEGAL = {
     ("PENDING", "TAKEN"), ("PENDING", "CANCELLED"), ("PENDING", "PENDING"),
     ("TAKEN", "SUCCESS"), ("TAKEN", "FAILURE"), ("TAKEN", "PENDING"),
     ("FAILURE", "PENDING"), ("CANCELLED", "PENDING"),
     ("PENDING", "SHED"), ("TAKEN", "TAKEN"),
-    ("TAKEN", "CANCELLED"),  # a caller hung up while a matcher held the call (taskqueue.hangup)
+    ("TAKEN", "CANCELLED"),  # a caller hung up while a matcher held the call (taskqueue.matching.hangup)
     ("PENDING", "SUCCESS"),  # a call matched: the match transaction takes it straight from waiting (store.matches)
 }
 

@@ -4,11 +4,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taskqueue.errors import InvalidEvent
-from taskqueue.outcomes import backoff_ms
+from taskqueue.core.errors import InvalidEvent
+from taskqueue.core.stream import ChangeKind, classify
 from taskqueue.store import is_claimable
-from taskqueue.stream import ChangeKind, classify
-from taskqueue.worker import claim_window_seconds
+from taskqueue.work.outcomes import backoff_ms
+from taskqueue.work.worker import claim_window_seconds
 
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 

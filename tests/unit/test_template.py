@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from taskqueue import keys
-from taskqueue.model import MAX_TASKS_PER_REQUEST
-from taskqueue.settings import Settings
+from taskqueue.core import keys
+from taskqueue.core.model import MAX_TASKS_PER_REQUEST
+from taskqueue.core.settings import Settings
 from tests.support import ROOT, template
 
 TPL = template()
@@ -151,7 +151,7 @@ def test_workers_subscribe_with_queue_filter_policies_and_reserve_no_concurrency
     assert process["EventInvokeConfig"]["MaximumRetryAttempts"] == 1
     # The Lambda timeout leaves room after the default time budget for tasks in flight: by default, a task that
     # declares nothing (DefaultRunSeconds) claimed at the end of the budget still finishes (taskqueue/run_time.py).
-    from taskqueue.run_time import fits
+    from taskqueue.core.run_time import fits
 
     parameters = TPL["Parameters"]
     assert process["Timeout"] == {"Ref": "ProcessTasksTimeout"}

@@ -1,5 +1,5 @@
 """template.yaml and the settings loader agree: no parameter value the template accepts is refused by
-taskqueue.settings at the first invocation, and the lease outlasts any invocation that can hold a claim."""
+taskqueue.core.settings at the first invocation, and the lease outlasts any invocation that can hold a claim."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from taskqueue.matching import MATCH_BOUNDS
-from taskqueue.settings import BOUNDS as CORE_BOUNDS
+from taskqueue.core.settings import BOUNDS as CORE_BOUNDS
+from taskqueue.matching.rules import MATCH_BOUNDS
 from tests.support import template
 
 # Every numeric variable's bounds: the queue core's (settings.BOUNDS) and the Matcher's (matching.MATCH_BOUNDS).
@@ -41,7 +41,7 @@ def number_parameters_fed() -> list[tuple[str, str, str]]:
 def range_problems(parameter: str, spec: Mapping[str, Any], variable: str) -> list[str]:
     """What is wrong with a Number parameter's range for the variable it feeds (empty: nothing)."""
     if variable not in BOUNDS:
-        return [f"{parameter} feeds {variable}, which has no bounds in taskqueue.settings.BOUNDS or matching.MATCH_BOUNDS"]
+        return [f"{parameter} feeds {variable}, which has no bounds in taskqueue.core.settings.BOUNDS or matching.MATCH_BOUNDS"]
     low, high = BOUNDS[variable]
     problems = []
     for field in ("MinValue", "MaxValue"):
@@ -99,7 +99,7 @@ def test_the_lease_outlasts_the_invocation_that_holds_the_claim():
     invocation claim the same task while the first still runs it. The Matcher's Timeout is fixed below LeaseSeconds'
     floor; ProcessTasks' is a parameter up to 900 s, and its claims take a lease of at least its Timeout
     (WORKER_TIMEOUT_SECONDS, the same parameter), whatever LeaseSeconds says."""
-    from taskqueue.settings import Settings
+    from taskqueue.core.settings import Settings
 
     lease = PARAMETERS["LeaseSeconds"]
     assert timeout_of("MatcherFunction") == 180 <= float(lease["MinValue"]) <= float(lease["Default"])
@@ -117,7 +117,7 @@ def test_the_lease_outlasts_the_invocation_that_holds_the_claim():
 
 def test_the_default_run_fits_every_timeout_the_template_accepts_with_its_default():
     """DefaultRunSeconds must fit what ProcessTasks' Timeout leaves (Settings refuses it otherwise)."""
-    from taskqueue.run_time import longest_run_seconds
+    from taskqueue.core.run_time import longest_run_seconds
 
     assert PARAMETERS["DefaultRunSeconds"]["MaxValue"] == longest_run_seconds(PARAMETERS["ProcessTasksTimeout"]["MaxValue"])
     assert PARAMETERS["DefaultRunSeconds"]["Default"] <= longest_run_seconds(PARAMETERS["ProcessTasksTimeout"]["Default"])

@@ -24,8 +24,8 @@ from flask.typing import ResponseReturnValue
 from taskq.board import reads
 from taskq.board.services import Board
 from taskq.task_commands import wake
-from taskqueue.errors import InvalidTaskInput, TaskQueueError
-from taskqueue.states import TaskStatus
+from taskqueue.core.errors import InvalidTaskInput, TaskQueueError
+from taskqueue.core.states import TaskStatus
 from taskqueue.store.operator import check_purgeable
 
 blueprint = Blueprint("actions", __name__, url_prefix="/actions")

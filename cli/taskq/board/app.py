@@ -26,7 +26,7 @@ from taskq import failed_events, output
 from taskq.board import actions, assets, views
 from taskq.board.services import Board
 from taskq.connection import CliError
-from taskqueue.errors import TaskNotFound, TaskQueueError
+from taskqueue.core.errors import TaskNotFound, TaskQueueError
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "

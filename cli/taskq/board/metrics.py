@@ -1,6 +1,6 @@
 """The board's charts: per-minute series of the metrics the functions already emit, over the last hour.
 
-The functions write their metrics as CloudWatch EMF (``taskqueue.handler_metrics``): namespace TaskQueues,
+The functions write their metrics as CloudWatch EMF (``taskqueue.core.metrics``): namespace TaskQueues,
 dimensions ``service`` and ``queue``. On AWS the board reads them back with CloudWatch GetMetricData
 (``CloudWatchMetrics``); the local stack has no CloudWatch, but it writes every function's output, EMF lines
 included, to its function log, so ``EmfLogMetrics`` reads the same blobs from there. One shape either way

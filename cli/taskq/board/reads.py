@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from taskq.board.metrics import QueueSeries
 from taskq.board.services import Board
 from taskq.failed_events import FailedEvent, parse, receive_all
-from taskqueue import matching
-from taskqueue.agents import Agent, AgentStatus
-from taskqueue.errors import InvalidAgentInput, TaskNotFound
-from taskqueue.model import Task
-from taskqueue.states import TaskStatus
+from taskqueue.core.errors import InvalidAgentInput, TaskNotFound
+from taskqueue.core.model import Task
+from taskqueue.core.states import TaskStatus
+from taskqueue.matching import rules as matching
+from taskqueue.matching.agents import Agent, AgentStatus
 from taskqueue.store import QueueControl
 from taskqueue.store.counts import QueueDepth
 

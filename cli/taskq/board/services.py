@@ -11,9 +11,9 @@ from pathlib import Path
 from taskq.board.metrics import CloudWatchMetrics, EmfLogMetrics, MetricsSource
 from taskq.connection import Target
 from taskq.failed_events import FailedEventsTarget
-from taskqueue import matching
-from taskqueue.agents import AgentStore
-from taskqueue.errors import ConfigError
+from taskqueue.core.errors import ConfigError
+from taskqueue.matching import rules as matching
+from taskqueue.matching.agents import AgentStore
 
 # The local stack writes every function's output here, beside its stack file (local/stack.py FUNCTION_LOG; a test
 # checks the two names agree).

@@ -7,8 +7,8 @@ from flask.typing import ResponseReturnValue
 
 from taskq.board import charts, reads
 from taskq.board.services import Board
-from taskqueue.errors import InvalidTaskInput
-from taskqueue.states import TaskStatus
+from taskqueue.core.errors import InvalidTaskInput
+from taskqueue.core.states import TaskStatus
 
 pages = Blueprint("pages", __name__)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue.agents import AgentStore
-from taskqueue.clock import Clock, SystemClock
-from taskqueue.handshake.producer import QueueWaker
-from taskqueue.matching import MatchSettings
-from taskqueue.notify import Notifier
-from taskqueue.settings import Settings
+from taskqueue.core.clock import Clock, SystemClock
+from taskqueue.core.settings import Settings
+from taskqueue.matching.agents import AgentStore
+from taskqueue.matching.rules import MatchSettings
 from taskqueue.store import TaskStore
+from taskqueue.wakeups.notify import Notifier
+from taskqueue.wakeups.producer import QueueWaker
 
 
 @dataclass(frozen=True)

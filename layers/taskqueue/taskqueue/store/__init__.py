@@ -5,18 +5,20 @@ One concern per module: ``table`` (request plumbing, batched reads and writes, c
 workers do with it: claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
 redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COUNT queries alone), ``control``
 (per-queue pause and the queue-wide running limit), ``matches`` (the Matcher's reads of waiting calls, the
-write that matches one, and the plan it shares with other matchers), ``wake`` (the wake-up handshake's record, on
-the same control item) and ``delayed`` (the queue's delayed head, on it too). ``TaskStore`` joins them; import
-everything from ``taskqueue.store``.
+write that matches one, and the plan it shares with other matchers), ``handshake`` (the wake-up handshake's record,
+on the same control item) and ``delayed_head`` (the queue's delayed head, on it too); ``dynamo`` sends every request
+(conflict retry, error translation; the agent table's adapter uses it too). ``TaskStore`` joins them; import
+everything from ``taskqueue.store``. May import core only.
 """
 
 from __future__ import annotations
 
-from taskqueue.dynamo import count_all, make_client
 from taskqueue.store.claims import WorkerTransitions
 from taskqueue.store.control import QueueControl, QueueControls, Token
 from taskqueue.store.counts import Counts, QueueDepth
-from taskqueue.store.delayed import DelayedHeads
+from taskqueue.store.delayed_head import DelayedHeads
+from taskqueue.store.dynamo import count_all, make_client
+from taskqueue.store.handshake import WakeRecords
 from taskqueue.store.matches import CallFacts, MatchPlans, MatchTransitions, PlanHead
 from taskqueue.store.operator import OperatorOperations
 from taskqueue.store.reading import LISTABLE_BY_INDEX, QueueStats, Reading, TaskPage
@@ -30,7 +32,6 @@ from taskqueue.store.table import (
     candidate_of,
     is_claimable,
 )
-from taskqueue.store.wake import WakeRecords
 
 __all__ = [
     "LISTABLE_BY_INDEX",

@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from taskqueue import keys
-from taskqueue.dynamo import ConditionLost
-from taskqueue.errors import InvalidTaskInput, TaskNotFound, TaskTooLong
-from taskqueue.model import Task, encode_json, from_item
-from taskqueue.run_time import effective_run_seconds
-from taskqueue.states import TaskStatus
+from taskqueue.core import keys
+from taskqueue.core.errors import InvalidTaskInput, TaskNotFound, TaskTooLong
+from taskqueue.core.model import Task, encode_json, from_item
+from taskqueue.core.run_time import effective_run_seconds
+from taskqueue.core.states import TaskStatus
+from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.finding import WorkFinding
 from taskqueue.store.table import AttributeValue, Candidate, is_claimable
 
-# What a runner reported of an attempt (taskqueue.progress); a claim removes them, so each attempt starts afresh.
+# What a runner reported of an attempt (taskqueue.work.progress); a claim removes them, so each attempt starts afresh.
 PROGRESS_ATTRIBUTES = ("progress", "progressMessage", "progressUpdated")
 
 
@@ -26,7 +26,7 @@ class WorkerTransitions(WorkFinding):
     ) -> Task | None:
         """PENDING -> TAKEN with a lease; ``None`` if someone else got it or it is no longer claimable.
 
-        ``run_within``: the longest run the claiming invocation can still finish (taskqueue.run_time.run_within);
+        ``run_within``: the longest run the claiming invocation can still finish (taskqueue.core.run_time.run_within);
         a task that declares a longer one (``runSeconds``, else DEFAULT_RUN_SECONDS) is refused by the write's
         condition and raises ``TaskTooLong``, so it stays PENDING for a fresh invocation."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms

@@ -10,7 +10,7 @@ every invocation, whatever ProcessTasksConcurrency is.
 
 Claim lanes (CLAIM_LANES, the workers' reserved concurrency) are leased the same way, one per claiming worker,
 for its claim window: a worker knows its rank among the lanes held now and claims first the tasks that hash to
-it (``taskqueue.lanes``), so concurrent workers spread over the head of the queue instead of racing for it.
+it (``taskqueue.core.lanes``), so concurrent workers spread over the head of the queue instead of racing for it.
 
 Control and token items carry no ``taskStatus``, ``queue`` or index keys: no index, listing, count or stream
 filter sees them.
@@ -21,9 +21,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from taskqueue.dynamo import ConditionLost
-from taskqueue.errors import InvalidTaskInput, TaskQueueError
-from taskqueue.lanes import LaneView
+from taskqueue.core.errors import InvalidTaskInput, TaskQueueError
+from taskqueue.core.lanes import LaneView
+from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.table import _BATCH_GET_LIMIT, QueueTable, _key
 
 CONTROL_PREFIX = "queue#"

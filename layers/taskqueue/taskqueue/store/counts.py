@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue import keys
-from taskqueue.states import TaskStatus
+from taskqueue.core import keys
+from taskqueue.core.states import TaskStatus
 from taskqueue.store.reading import Reading
 from taskqueue.store.table import READY_INDEX
 

@@ -13,10 +13,10 @@ from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
-from taskqueue import keys
-from taskqueue.errors import TaskNotFound
-from taskqueue.model import Task
-from taskqueue.states import TaskStatus
+from taskqueue.core import keys
+from taskqueue.core.errors import TaskNotFound
+from taskqueue.core.model import Task
+from taskqueue.core.states import TaskStatus
 from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, QueueTable, candidate_of, is_claimable
 
 # The most entries one index read of a look asks for (a look wants PAGE_SIZE or a lane window: tens of entries).
@@ -39,7 +39,7 @@ class WorkFinding(QueueTable):
 
         Each shard's ready partition is read newest key first, and the due entries of its delayed partition
         are merged in by their ready sort key (``delayed`` False: the caller knows from the queue's delayed head
-        that none is due, ``taskqueue.delayed_head``, and the delayed partitions are not read). An entry past its
+        that none is due, ``taskqueue.core.delayed_head``, and the delayed partitions are not read). An entry past its
         ttl is shed (``shed``; operators' reads pass False and merely skip it), so expired entries cost one write
         once and never hide live work. Entries in ``skip`` (a worker's stale entries) are passed over and not
         counted. Each index read asks for as many entries as are still missing: DynamoDB bills a read by the 4 KB

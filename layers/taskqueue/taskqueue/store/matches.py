@@ -1,7 +1,7 @@
 """The queue table's side of a match (the Matcher, queue "calls"): what a pass reads of the waiting calls it may
 match, and the write that takes a call from waiting straight to matched inside the match transaction.
 
-A matched call is never held: the match transaction (``taskqueue.agents.AgentStore.match_pairs``) moves it
+A matched call is never held: the match transaction (``taskqueue.matching.agents.AgentStore.match_pairs``) moves it
 PENDING -> SUCCESS together with its agent (queued -> busy) and the agent's queue entries, under conditions on
 those items alone. So there is no claim write per call, no lease to recover after a crashed matcher, and a hang-up
 or another matcher taking the call first simply fails the call's condition.
@@ -18,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue.dynamo import ConditionLost
-from taskqueue.model import encode_json
-from taskqueue.states import TaskStatus
+from taskqueue.core.model import encode_json
+from taskqueue.core.states import TaskStatus
 from taskqueue.store.control import CONTROL_PREFIX
+from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.table import _BATCH_GET_LIMIT, Candidate, QueueTable, _key
 
 

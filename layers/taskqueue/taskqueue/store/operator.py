@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from taskqueue import keys
-from taskqueue.dynamo import ConditionLost
-from taskqueue.errors import ConditionFailed, InvalidTaskInput, InvalidTransition, TaskNotFound
-from taskqueue.model import Task, from_item
-from taskqueue.states import TaskStatus
+from taskqueue.core import keys
+from taskqueue.core.errors import ConditionFailed, InvalidTaskInput, InvalidTransition, TaskNotFound
+from taskqueue.core.model import Task, from_item
+from taskqueue.core.states import TaskStatus
+from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.table import READY_INDEX, STATUS_INDEX, AttributeValue, QueueTable, _key
 
 
@@ -105,7 +105,7 @@ class OperatorOperations(QueueTable):
             values={":seenEnqueued": {"N": str(task.enqueued_ms)}, ":nowSeconds": {"N": str(now_ms // 1000)}},
             names={"#ttl": "ttl"},
         )
-        # A delayed entry was written anew (its key moved): announce it (taskqueue.delayed_head).
+        # A delayed entry was written anew (its key moved): announce it (taskqueue.core.delayed_head).
         self.note_delayed_tasks([(task.queue, task.not_before_ms)], now_ms)
         return changed
 

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue import keys
-from taskqueue.dynamo import count_all
-from taskqueue.errors import InvalidPageToken, InvalidTaskInput
-from taskqueue.model import MAX_TASKS_PER_REQUEST, Task, derived_task_ids
-from taskqueue.states import TaskStatus
+from taskqueue.core import keys
+from taskqueue.core.errors import InvalidPageToken, InvalidTaskInput
+from taskqueue.core.model import MAX_TASKS_PER_REQUEST, Task, derived_task_ids
+from taskqueue.core.states import TaskStatus
+from taskqueue.store.dynamo import count_all
 from taskqueue.store.table import (
     _BATCH_GET_LIMIT,
     READY_INDEX,

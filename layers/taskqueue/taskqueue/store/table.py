@@ -4,7 +4,7 @@ Every state change is one conditional UpdateItem that names the state it comes f
 checked against the lifecycle table before any request is sent (``_transition_request``). A write that loses
 its condition (another worker claimed first, the lease passed, the task expired, another transaction held the
 item) is a domain outcome (``None``/``False``), never an exception; other ``ClientError`` codes become
-``StoreError`` with a message saying what to check (see ``taskqueue.dynamo``).
+``StoreError`` with a message saying what to check (see ``taskqueue.store.dynamo``).
 
 Two times bound a task: ``ttl`` (epoch s), its shed deadline, which the claim condition and the ReadyIndex
 use; and ``deleteAt`` (epoch s), the table's TTL attribute, when DynamoDB may delete the item. While a task
@@ -21,13 +21,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from taskqueue import dynamo, keys
-from taskqueue.clock import Clock, SystemClock
-from taskqueue.dynamo import ConditionLost, make_client
-from taskqueue.errors import TaskNotFound, TaskQueueError
-from taskqueue.model import Task, from_item, ready_index_attributes, to_item
-from taskqueue.settings import Settings
-from taskqueue.states import InvalidTransition, TaskStatus, check_transition
+from taskqueue.core import keys
+from taskqueue.core.clock import Clock, SystemClock
+from taskqueue.core.errors import TaskNotFound, TaskQueueError
+from taskqueue.core.model import Task, from_item, ready_index_attributes, to_item
+from taskqueue.core.settings import Settings
+from taskqueue.core.states import InvalidTransition, TaskStatus, check_transition
+from taskqueue.store import dynamo
+from taskqueue.store.dynamo import ConditionLost, make_client
 
 READY_INDEX = "ReadyIndex"
 STATUS_INDEX = "StatusIndex"
@@ -96,7 +97,7 @@ class QueueTable:
             for start in range(0, len(requests), _BATCH_WRITE_LIMIT):
                 self._batch_write(requests[start : start + _BATCH_WRITE_LIMIT])
             result = CreateResult(created=len(tasks), already_existed=0)
-        # Delayed tasks are announced on the queue's record once written (taskqueue.delayed_head).
+        # Delayed tasks are announced on the queue's record once written (taskqueue.core.delayed_head).
         self.note_delayed_tasks((t.queue, t.not_before_ms) for t in tasks)
         return result
 

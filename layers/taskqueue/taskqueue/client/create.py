@@ -1,0 +1,70 @@
+"""Creating the tasks of one CreateTasks request, and the summary it answers with.
+
+One place for both callers: the CreateTasks handler (its request id names the tasks, so Lambda's retry of an
+asynchronous invocation is idempotent) and ``taskq create``. After the write, the producer's side of the wake-up
+handshake (``taskqueue.wakeups.producer``): the queue's worker is woken at once unless one watches the queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from taskqueue.core.correlation import Correlation
+from taskqueue.core.model import CreateRequest, new_tasks
+from taskqueue.store import TaskStore
+from taskqueue.wakeups.producer import QueueWaker
+
+
+@dataclass(frozen=True)
+class CreateSummary:
+    """What a request created: ``created`` new tasks, ``already_existed`` ids that were there already."""
+
+    queue: str
+    created: int
+    already_existed: int
+    task_ids: tuple[str, ...]
+    ttl: int  # epoch seconds: the shed deadline every task of the request shares
+    wakeup: str = "not-asked"  # what the wake-up handshake did (taskqueue.wakeups.producer)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The answer CreateTasks returns (and ``taskq create --json`` prints)."""
+        return {
+            "queue": self.queue,
+            "created": self.created,
+            "alreadyExisted": self.already_existed,
+            "taskIds": list(self.task_ids),
+            "ttl": self.ttl,
+            "wakeup": self.wakeup,
+        }
+
+
+def create_tasks(
+    request: CreateRequest,
+    store: TaskStore,
+    now_ms: int,
+    request_id: str | None = None,
+    waker: QueueWaker | None = None,
+) -> CreateSummary:
+    """Write a request's PENDING tasks. Caller-chosen ids (``taskIds``) are written only if absent; ids derived
+    from ``request_id`` skip those a previous attempt of the same request wrote; random ids are simply written.
+    Then, with a ``waker``, wake the queue's worker unless one watches it (also when nothing new was written: a
+    retried request may be retried because its wake-up was lost)."""
+    tasks = new_tasks(request, now_ms, store.settings, request_id)
+    if request.task_ids:
+        result = store.put_tasks(tasks, idempotent=True)
+    elif request_id is not None:
+        result = store.put_tasks_once(tasks)
+    else:
+        result = store.put_tasks(tasks)
+    wakeup = "not-asked"
+    if waker is not None:
+        wakeup = waker.after_write(request.queue, Correlation(request_id, tasks[0].task_id))
+    return CreateSummary(
+        queue=request.queue,
+        created=result.created,
+        already_existed=result.already_existed,
+        task_ids=tuple(t.task_id for t in tasks),
+        ttl=tasks[0].ttl,
+        wakeup=wakeup,
+    )

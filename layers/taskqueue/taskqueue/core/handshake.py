@@ -1,0 +1,86 @@
+"""The wake-up handshake's rules (pure): what a producer does after it writes, and when a worker may stop.
+
+One record per queue (the queue's control item, ``queue#<name>``) decides it, with strongly consistent,
+conditional writes (docs/wakeups.md has the argument):
+
+- a producer, after writing its tasks, *touches* the record (``seq`` + 1, ``lastWrite`` = now) and reads back
+  the whole record in the same write. If a worker watches the queue (``watcher`` with an unexpired
+  ``watchUntil``), the producer is done: that worker cannot stop without seeing ``seq`` move. If a wake-up is
+  already in flight (``wakeSent`` within WAKE_IN_FLIGHT_SECONDS), done too. Otherwise it claims the wake-up
+  (a conditional write that only one producer wins) and publishes it;
+- a woken worker becomes the watcher; it may stop only by a conditional write that holds while ``seq`` is
+  the value it last saw and only after an empty look at the index that began at least the index's lag
+  allowance after that value's ``lastWrite`` (a GSI shows writes late). If the condition fails, something
+  arrived: it looks again.
+
+So a producer that has just written and a worker deciding to stop can never both assume the other will act:
+their writes to one item are ordered, and whichever comes second sees the first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+# A global secondary index shows a write late, "typically within a fraction of a second": a worker's empty
+# look counts for a stop only if it began at least this long after the last producer's write it knows of.
+INDEX_LAG_ALLOWANCE_SECONDS = 1.0
+# A watcher's claim on its queue lapses this long after its last renewal (a crashed worker stops being
+# trusted after at most this); renewed once less than half of it is left.
+WATCH_LEASE_SECONDS = 30.0
+# A wake-up a producer sent is trusted this long (SNS delivery and a Lambda start, cold ones included);
+# after that, the next producer (or the stream, or the safety net) wakes the queue again.
+WAKE_IN_FLIGHT_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class WakeRecord:
+    """A queue's handshake state, as one strongly consistent read or write returned it."""
+
+    seq: int = 0
+    last_write_ms: int = 0
+    watcher: str | None = None
+    watch_until_ms: int = 0
+    wake_sent_ms: int | None = None
+    paused: bool = False
+    # The queue's delayed head (taskqueue.core.delayed_head), kept on the same item so every read of the record carries it.
+    delayed_head_ms: int | None = None
+    delayed_seq: int = 0
+    delayed_at_ms: int = 0
+
+    def watched(self, now_ms: int) -> bool:
+        """Does a live worker watch the queue (it will see any write before it stops)?"""
+        return self.watcher is not None and self.watch_until_ms > now_ms
+
+    def wake_in_flight(self, now_ms: int, window_ms: int = int(WAKE_IN_FLIGHT_SECONDS * 1000)) -> bool:
+        return self.wake_sent_ms is not None and now_ms - self.wake_sent_ms < window_ms
+
+
+class ProducerStep(StrEnum):
+    """What a producer does after touching the record; the value is what it reports (logs, CreateTasks' answer)."""
+
+    WATCHED = "watched"  # a worker watches the queue: nothing to do
+    IN_FLIGHT = "in-flight"  # another wake-up is on its way
+    PAUSED = "paused"  # the queue is paused: `taskq resume` wakes it
+    WAKE = "wake"  # nobody will look: claim the wake-up and publish it
+
+
+def producer_step(record: WakeRecord, now_ms: int) -> ProducerStep:
+    if record.paused:
+        return ProducerStep.PAUSED
+    if record.watched(now_ms):
+        return ProducerStep.WATCHED
+    if record.wake_in_flight(now_ms):
+        return ProducerStep.IN_FLIGHT
+    return ProducerStep.WAKE
+
+
+def stop_look_due_ms(seen: WakeRecord, lag_seconds: float = INDEX_LAG_ALLOWANCE_SECONDS) -> int:
+    """The earliest time (epoch ms) an empty look at the index may begin and still count for a stop: every
+    task written before ``seen``'s last touch shows in the index by then."""
+    return seen.last_write_ms + int(lag_seconds * 1000)
+
+
+def renewal_due(watch_until_ms: int, now_ms: int, lease_seconds: float = WATCH_LEASE_SECONDS) -> bool:
+    """Renew a watch once less than half of its lease is left."""
+    return watch_until_ms - now_ms < lease_seconds * 500

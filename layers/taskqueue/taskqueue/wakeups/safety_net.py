@@ -1,0 +1,68 @@
+"""The safety net, run on Trigger's schedule: no lost wake-up or crashed worker strands a task for long.
+
+For every configured queue: recover expired leases (a crashed worker's tasks go back to PENDING, or to FAILURE
+when their attempts are used up), repair the delayed head (``taskqueue.core.delayed_head``), then wake the queue's worker if it has claimable tasks and no worker watches it (the wake-up handshake). Looking for claimable
+tasks sheds the expired entries it meets (counted as TasksShed). A queue that fails does not stop the others;
+the run raises at the end so the failure shows (Lambda's retry runs it again).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aws_lambda_powertools import Logger
+
+from taskqueue.core import metrics as handler_metrics
+from taskqueue.core.errors import TaskQueueError
+from taskqueue.core.settings import Settings
+from taskqueue.store import TaskStore
+from taskqueue.wakeups.backstop import Wakeups
+from taskqueue.wakeups.notify import Notifier
+from taskqueue.wakeups.producer import QueueWaker
+
+logger = Logger(child=True)
+
+# What a recovered lease's new status is counted as.
+_RECOVERY_METRICS = (("PENDING", "LeasesRecovered"), ("FAILURE", "TasksFailed"))
+
+
+class SafetyNetServices(Protocol):
+    """What the safety net uses of a handler's services (``taskqueue.services.Services`` has them)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> TaskStore: ...
+    @property
+    def notifier(self) -> Notifier: ...
+    @property
+    def waker(self) -> QueueWaker: ...
+
+
+def run_safety_net(svc: SafetyNetServices) -> list[str]:
+    """Recover and wake every queue; the queues woken, in configuration order."""
+    # A backstop: a queue a live worker watches, or whose wake-up is in flight, is left to them.
+    wakeups = Wakeups(svc.notifier, "safety-net", svc.waker)
+    errors: list[str] = []
+    for queue in svc.settings.queue_orders:
+        try:
+            recovered = svc.store.recover_expired_leases(queue)
+            for status, metric in _RECOVERY_METRICS:
+                if recovered[status]:
+                    handler_metrics.count(metric, queue, recovered[status])
+                    logger.warning("expired leases recovered", extra={"queue": queue, "new_status": status, "count": recovered[status]})
+            # Workers read the delayed partitions only when the queue's record says an entry may be due: lower
+            # the record's head to any entry a writer did not announce (it died in between; taskqueue.core.delayed_head).
+            svc.store.repair_delayed_head(queue)
+            if svc.store.has_claimable(queue):
+                wakeups.wake(queue)
+        except TaskQueueError as exc:
+            errors.append(f"{queue}: {exc}")
+        finally:
+            # Expired entries the check met were shed (PENDING -> SHED): count them here, once.
+            shed = svc.store.drain_shed().get(queue, 0)
+            if shed:
+                handler_metrics.count("TasksShed", queue, shed)
+    if errors:
+        raise TaskQueueError("safety net could not wake every queue: " + "; ".join(errors))
+    return wakeups.woken

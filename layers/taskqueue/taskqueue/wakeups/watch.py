@@ -1,0 +1,236 @@
+"""A worker's side of the wake-up handshake (ProcessTasks, the Matcher): watch the queue while claiming, linger
+briefly on an empty queue, and stop only when the handshake allows it (``taskqueue.core.handshake``).
+
+One worker watches a queue at a time (the first of a run's workers to arrive); any other worker of the queue
+(a helper, when several may run) claims alongside it and stops as soon as the queue is empty: producers count
+on the watcher alone.
+
+A DynamoDB refusal is handed to the run's ``refused`` callback (as ``taskqueue.work.claim_control`` does: it logs and
+counts a passing one, or re-raises); without one, a passing refusal (throttling past the SDK's retries) is logged
+and anything else raised. A passing refusal never fails a run here: a watch that cannot begin leaves the run a
+helper (producers then wake another worker), a renewal is tried again at the next look, and a stop that cannot be
+written is looked at again after a pause.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aws_lambda_powertools import Logger
+
+from taskqueue.core.clock import Clock
+from taskqueue.core.errors import TaskQueueError
+from taskqueue.core.handshake import (
+    INDEX_LAG_ALLOWANCE_SECONDS,
+    WATCH_LEASE_SECONDS,
+    WakeRecord,
+    renewal_due,
+    stop_look_due_ms,
+)
+from taskqueue.store import TaskStore, dynamo
+
+logger = Logger(child=True)
+
+# While lingering on an empty queue, look at the record for new writes this often (an eventually consistent read
+# of one small item: half a read unit).
+LINGER_POLL_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class LookAgain:
+    """The stop was not allowed yet: look at the index again from ``at_ms`` (epoch ms) on."""
+
+    at_ms: int
+
+
+STOPPED = "stopped"
+
+# refused(what, error, then) -> True when the error was passing and is handled (logged, counted); else False.
+Refused = Callable[[str, Exception, str], bool]
+
+
+def _log_passing(what: str, exc: Exception, then: str) -> bool:
+    if not dynamo.is_retryable(exc):
+        return False
+    logger.warning(f"{what} was refused for now; {then}", extra={"error": str(exc)})
+    return True
+
+
+class Watch:
+    def __init__(
+        self,
+        store: TaskStore,
+        queue: str,
+        owner: str,
+        clock: Clock,
+        *,
+        lag_seconds: float = INDEX_LAG_ALLOWANCE_SECONDS,
+        lease_seconds: float = WATCH_LEASE_SECONDS,
+        refused: Refused = _log_passing,
+        on_record: Callable[[WakeRecord], None] | None = None,
+    ) -> None:
+        """``on_record``: told every record this watch reads or writes (the worker's ClaimControl keeps the latest:
+        it carries ``paused`` and the delayed head, so the worker reads the record no more than the watch does)."""
+        self._on_record = on_record
+        self._store = store
+        self._queue = queue
+        self._owner = owner
+        self._clock = clock
+        self._lag = lag_seconds
+        self._lease = lease_seconds
+        self._refused = refused
+        self.watching = False
+        self.seen: WakeRecord | None = None  # the record as this run last read it strongly consistently
+        self.latest = WakeRecord()  # the newest record this run has read (any read): what it knows was written
+
+    def begin(self) -> bool:
+        """Watch the queue if no other live worker does; ``False``: this run is a helper."""
+        try:
+            record = self._store.watch(self._queue, self._owner, self._until())
+        except TaskQueueError as exc:
+            if not self._refused("watching the queue", exc, "running as a helper"):
+                raise
+            return False
+        if record is not None:
+            self.watching = True
+            self._see(record)
+        return self.watching
+
+    def keep(self) -> None:
+        """Renew the watch when half its lease is gone (one write per ~15 s)."""
+        if not self.watching or self.seen is None or not renewal_due(self.seen.watch_until_ms, self._clock.now_ms(), self._lease):
+            return
+        try:
+            record = self._store.renew_watch(self._queue, self._owner, self._until())
+        except TaskQueueError as exc:  # the next look tries again; the lease still has half its time
+            if not self._refused("renewing the watch", exc, "trying again at the next look"):
+                raise
+            return
+        if record is None:  # lapsed, and another worker watches now: it sees every write from here on
+            self.watching = False
+            logger.warning("the watch lapsed and another worker took it over", extra={"queue": self._queue})
+        else:
+            self._see(record)
+
+    def arrivals(self) -> bool:
+        """Has a producer written since this run last noticed? One eventually consistent read: a stale answer
+        costs at most one more poll (the stop itself is decided by a consistent write)."""
+        try:
+            record = self._store.read_wake_record(self._queue, consistent=False)
+        except TaskQueueError as exc:  # the next poll looks again; the stop itself is a consistent write
+            if not self._refused("looking for new writes", exc, "looking again at the next poll"):
+                raise
+            return False
+        self._tell(record)
+        if record.seq > self.latest.seq:
+            self.latest = record
+            return True
+        # A delayed entry announced earlier than the worker knew (taskqueue.core.delayed_head): look again too.
+        if record.seq == self.latest.seq and record.delayed_seq > self.latest.delayed_seq:
+            earlier = record.delayed_head_ms is not None and (
+                self.latest.delayed_head_ms is None or record.delayed_head_ms < self.latest.delayed_head_ms
+            )
+            self.latest = record
+            return earlier
+        return False
+
+    def try_stop(self, look_started_ms: int) -> LookAgain | str:
+        """Stop watching if the handshake allows it: the last empty look (begun at ``look_started_ms``) came late
+        enough to see every write this run knows of, and nothing was written since. ``STOPPED``, or when to look
+        again (a write arrived, or the look came too early for the index's lag)."""
+        if not self.watching or self.seen is None:
+            return STOPPED
+        due = stop_look_due_ms(self.seen, self._lag)
+        if look_started_ms < due:
+            return LookAgain(due)
+        try:
+            if self._store.unwatch(self._queue, self._owner, self.seen.seq):
+                self.watching = False
+                return STOPPED
+            record = self._store.read_wake_record(self._queue)
+        except TaskQueueError as exc:  # not written: still watching; look again after a pause
+            if not self._refused("stopping the watch", exc, "looking again"):
+                raise
+            return LookAgain(self._clock.now_ms() + int(LINGER_POLL_SECONDS * 1000))
+        if record.watcher != self._owner:  # another worker watches now (this one's lease lapsed): it looks from here on
+            self.watching = False
+            return STOPPED
+        self._see(record)  # a producer wrote: look at the index again (at once; the lag rule applies at the next stop)
+        return LookAgain(self._clock.now_ms())
+
+    def end(self, look_started_ms: int | None) -> bool:
+        """The run ends (budget, pause): stop watching whatever was written. ``True`` if work may have arrived
+        that this run's looks did not see, so the caller must wake the queue again (a tail call)."""
+        if not self.watching or self.seen is None:
+            return False
+        self.watching = False
+        try:
+            if self._store.unwatch(self._queue, self._owner, self.seen.seq):
+                return look_started_ms is None or look_started_ms < stop_look_due_ms(self.seen, self._lag)
+            self._store.unwatch(self._queue, self._owner, None)
+        except TaskQueueError as exc:  # the watch lapses with its lease; wake the queue again to be safe
+            if not self._refused("stopping the watch at the end of the run", exc, "letting it lapse and tail-calling"):
+                raise
+        return True
+
+    @property
+    def lag_seconds(self) -> float:
+        return self._lag
+
+    def _see(self, record: WakeRecord) -> None:
+        self._tell(record)
+        self.seen = record
+        if record.seq >= self.latest.seq:
+            self.latest = record
+
+    def _tell(self, record: WakeRecord) -> None:
+        if self._on_record is not None:
+            self._on_record(record)
+
+    def _until(self) -> int:
+        return self._clock.now_ms() + int(self._lease * 1000)
+
+
+class Lingering:
+    """A watcher's wait on an empty queue (or, for the Matcher, on calls no agent fits yet). A helper does not wait.
+
+    After an empty look the watcher waits for new writes, reading the record every ``poll_seconds`` for up to
+    ``linger_seconds``: a write ends the wait (look again). If none came, it stops if the handshake allows it;
+    if the last look began too soon after the last write it knows of (the index may not have shown it yet), it
+    looks once more when the index's lag allowance has passed, and stops then without lingering again."""
+
+    def __init__(self, watch: Watch, clock: Clock, linger_seconds: float, poll_seconds: float = LINGER_POLL_SECONDS) -> None:
+        self._watch = watch
+        self._clock = clock
+        self._linger = linger_seconds
+        self._poll = poll_seconds
+        self._lingered_for: int | None = None  # the seq after which a whole linger passed without a write
+        self.lingered_seconds = 0.0
+
+    def step(self, look_started_ms: int, left_seconds: float) -> bool:
+        """``True``: stop now. ``False``: look at the index again (the wait, if any, is over)."""
+        watch = self._watch
+        if not watch.watching:
+            return True
+        if self._lingered_for != watch.latest.seq:
+            waited = 0.0
+            while waited < min(self._linger, left_seconds):
+                step = min(self._poll, self._linger - waited, left_seconds - waited)
+                self._wait(step)
+                waited += step
+                watch.keep()
+                if watch.arrivals():
+                    return False
+            self._lingered_for = watch.latest.seq
+        outcome = watch.try_stop(look_started_ms)
+        if outcome == STOPPED:
+            return True
+        assert isinstance(outcome, LookAgain)
+        self._wait(min(max(0.0, (outcome.at_ms - self._clock.now_ms()) / 1000), left_seconds))
+        return False
+
+    def _wait(self, seconds: float) -> None:
+        if seconds > 0:
+            self._clock.sleep(seconds)
+            self.lingered_seconds += seconds

@@ -1,0 +1,98 @@
+"""What one worker run knows of its queue's delayed partitions, so it reads them only when an entry may be due.
+
+The queue's record carries the delayed head (``taskqueue.core.delayed_head``, ``store/delayed.py``); this run adds its
+own retries, which the record it last read may not show yet, and the earliest entry its last look at the delayed
+partitions found. A look that finds none due raises the record's head if it may.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection
+
+from taskqueue.core import delayed_head
+from taskqueue.core.clock import Clock
+from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS
+from taskqueue.store import Candidate, TaskStore
+from taskqueue.work.claim_control import ClaimControl
+
+
+class DelayedView:
+    def __init__(self, store: TaskStore, control: ClaimControl, clock: Clock) -> None:
+        self._store = store
+        self._control = control
+        self._clock = clock
+        self._lock = threading.Lock()
+        # This run's own retries, task id -> (not-before, when announced): forgotten once claimed, or once a look
+        # late enough saw them.
+        self._own: dict[str, tuple[int, int]] = {}
+        self._announced_ms: int | None = None  # when this run last announced a retry of its own
+        self._dirty = False  # this run claimed a delayed entry: the head may be raised at its next look
+        self._found: tuple[int, int | None] | None = None  # (look ms, earliest delayed entry that look found)
+
+    def worth_reading(self, now_ms: int) -> bool:
+        """Whether a look at ``now_ms`` reads the delayed partitions."""
+        return self._dirty or delayed_head.delayed_due(self._known_head(), now_ms)
+
+    def look(self, wanted: int, look_ms: int, skip: Collection[str] = ()) -> tuple[list[Candidate], int]:
+        """The next ``wanted`` claimable tasks not in ``skip``, and how many entries of ``skip`` the look met; the
+        delayed partitions only when an entry may be due. A look at them that finds none due finds the next one
+        and raises the record's head to it if it may."""
+        query_delayed = self.worth_reading(look_ms)
+        shards = self._control.shards()  # with lanes over several shards, the shards this run owns
+        candidates, skipped = self._store.look(
+            self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards, skip=skip
+        )
+        if query_delayed and not any(c.not_before_ms is not None for c in candidates):
+            self.refresh()
+        return candidates, skipped
+
+    def refresh(self) -> None:
+        """Find the earliest delayed entry, and raise the record's head to it when the record allows."""
+        queue = self._control.queue
+        started_ms = self._clock.now_ms()
+        self._dirty = False
+        with self._lock:
+            announced = self._announced_ms
+            # Own retries that a look now sees for sure (the index's lag allowance passed): the found head covers them.
+            lag_ms = int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
+            self._own = {t: v for t, v in self._own.items() if started_ms < v[1] + lag_ms}
+        if announced is not None and announced >= self._control.record_read_ms:
+            # The record this run holds predates its own announcement: read it, or the raise would name a stale seq.
+            self._control.see_record(self._store.read_wake_record(queue, consistent=False))
+        found = self._store.next_due_ms(queue, started_ms)
+        self._found = (started_ms, found)
+        seen = self._control.record
+        if seen is not None:
+            record = self._store.raise_delayed_head(queue, seen, found, started_ms)
+            if record is not None:
+                self._control.see_record(record)
+
+    def due_in_seconds(self) -> float | None:
+        """When the next delayed entry falls due (seconds from now; 0: due), or ``None``: none known."""
+        now_ms = self._clock.now_ms()
+        due = self._known_head()
+        if due is not None and due <= now_ms and self._found is not None:
+            due = delayed_head.earliest(self._found[1], self._own_head())
+        return None if due is None else max(0.0, (due - now_ms) / 1000)
+
+    def released(self, task_id: str, not_before_ms: int) -> None:
+        """This run released a task for a retry at ``not_before_ms`` (and the release announced it)."""
+        with self._lock:
+            self._announced_ms = self._clock.now_ms()
+            self._own[task_id] = (not_before_ms, self._announced_ms)
+
+    def claimed(self, candidate: Candidate) -> None:
+        with self._lock:
+            self._own.pop(candidate.task_id, None)  # its retry is claimed: no longer waiting
+        if candidate.not_before_ms is not None:
+            self._dirty = True  # a delayed entry left: the next look may raise the head
+
+    def _own_head(self) -> int | None:
+        with self._lock:
+            return min((nb for nb, _ in self._own.values()), default=None)
+
+    def _known_head(self) -> int | None:
+        """The earliest not-before this run knows of: the record's head (unknown record: 0, look), its own retries'."""
+        record = self._control.record
+        return delayed_head.earliest(0 if record is None else record.delayed_head_ms, self._own_head())

@@ -1,0 +1,444 @@
+"""The claim loop shared by the workers: claim only with a free runner slot, run, record the outcome.
+
+One invocation = one ``Worker.run``: recover expired leases, then until the claim deadline query the
+queue's next claimable tasks, claim as many as there are free runner slots, run them concurrently, and
+record SUCCESS / FAILURE, or release for a retry with backoff. While tasks run, their leases are renewed
+(``taskqueue.work.lease``). Every runner thread's outcome is read: an error recording it (throttling past the
+SDK's retries, a refused request) is logged and counted, never dropped. A read, claim or renewal DynamoDB
+refuses for a passing reason (throttling past the SDK's retries) is logged, counted (``retried``) and tried
+again after a pause, so throttling slows a run down instead of failing it. Index entries of tasks this run has
+just claimed, or lost a claim on, are skipped for a moment (a GSI shows writes late). It reports whether
+claimable work remains, so the handler can tail-call.
+
+Its neighbours: ``outcomes`` (one attempt and its recording, retries and backoff), ``held_slots`` (the running
+limit's slots a run holds), ``delayed_view`` (when a look reads the delayed partitions), ``claim_control`` (lanes,
+pause), ``handshake.watch`` (watching and lingering). Past 400 lines for one reason: ``Worker.run`` is the claim
+loop as one piece, each branch a state of the same loop; split, the states' order would be hard to follow.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from taskqueue.core.clock import Clock, SystemClock
+from taskqueue.core.errors import ConfigError, TaskQueueError, TaskTooLong
+from taskqueue.core.run_time import InvocationTime, too_long_message
+from taskqueue.core.states import TaskStatus
+from taskqueue.store import Candidate, TaskStore, dynamo
+from taskqueue.wakeups.watch import Lingering, Watch
+from taskqueue.work.claim_control import ClaimControl
+from taskqueue.work.delayed_view import DelayedView
+from taskqueue.work.held_slots import HeldSlots
+from taskqueue.work.lease import Lease
+from taskqueue.work.outcomes import RECORD_BACKOFF_SECONDS, Outcomes
+from taskqueue.work.runner import TaskRunner
+
+logger = Logger(child=True)
+
+# While tasks run, or while a retry is not yet due, look again this often for new arrivals.
+IDLE_POLL_SECONDS = 1.0
+# After a round whose every claim was lost (another worker won, or a stale index entry), pause this long
+# (jittered) before reading the index again, instead of spinning on the same entries.
+LOST_ROUND_PAUSE_SECONDS = 0.2
+# A global secondary index shows writes late (typically well under a second): right after a claim, the index
+# still lists the task as waiting. A claim of such a stale entry is a conditional write that fails and still
+# costs a write. So the entry of a task this run has just claimed, or lost a claim on, is skipped for this long
+# (a task it released for a retry is not: that entry is real).
+STALE_ENTRY_SECONDS = 2.0
+# A worker whose runner is full while claimable work waits wakes another worker at most this often (CLAIM_LANES > 1).
+HELP_SECONDS = 2.0
+
+
+@dataclass
+class WorkerReport:
+    queue: str
+    recovered: int = 0
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    released: int = 0
+    lost: int = 0
+    skipped: int = 0  # index entries passed over: stale (this run claimed them, or lost a claim on them, just now), or too long for it
+    errors: int = 0  # outcomes that could not be recorded (logged): the task is recovered after its lease
+    # Refusals for a passing reason (throttling past the SDK's retries) met while recording an outcome or renewing
+    # a lease, each logged and tried again: with ``errors`` and a failed run, every refusal is accounted for.
+    retried: int = 0
+    shed: int = 0  # PENDING tasks past their ttl that this run met and shed
+    limited: int = 0  # rounds that found every slot of the queue's running limit held
+    watched: bool = False  # this run watched its queue (the wake-up handshake); else it was a helper
+    helpers_woken: int = 0  # other workers this run woke because its runner was full and claimable work waited
+    lingered_ms: int = 0  # time spent waiting on an empty queue (or on a reached running limit) for new work
+    too_long: int = 0  # claims refused for the task's run time (taskqueue.core.run_time): left for a fresh invocation
+    leases_renewed: int = 0
+    claim_ages_ms: list[int] = field(default_factory=list)
+    stopped_by: str = "empty"
+    work_remains: bool = False
+
+
+def claim_window_seconds(time_budget: float, remaining_seconds: float) -> float:
+    """Claim for the time budget, but never past half the invocation's remaining time, so tasks in
+    flight when claiming stops can still finish before the Lambda timeout."""
+    return max(0.0, min(time_budget, remaining_seconds / 2))
+
+
+class Worker:
+    def __init__(
+        self,
+        store: TaskStore,
+        runner: TaskRunner,
+        *,
+        capacity: int,
+        owner: str,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        call_for_help: Callable[[str], None] | None = None,
+    ) -> None:
+        """``call_for_help(queue)``: wake one more worker of the queue (a publish on WorkerWakeUpTopic); used when
+        several workers may run (CLAIM_LANES > 1) and this one's runner is full with claimable work left over."""
+        self._store = store
+        self._runner = runner
+        self._call_for_help = call_for_help
+        self._helped_at: float | None = None
+        self._capacity = capacity
+        self._owner = owner
+        self._clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        self._settings = store.settings
+        self._count_lock = threading.Lock()
+        self._stale: dict[str, float] = {}  # task id -> monotonic time until which its index entry is taken as stale
+        self._stale_lock = threading.Lock()
+
+    def recover_leases(self, queue: str, report: WorkerReport) -> None:
+        # No extra backoff: a task whose lease expired has already waited a whole lease.
+        outcome = self._store.recover_expired_leases(queue, None, self._clock.now_ms())
+        report.recovered += sum(outcome.values())
+        # A lease that expired on the last attempt dead-letters the task: count it as failed too.
+        report.failed += outcome[TaskStatus.FAILURE.value]
+        if report.recovered:
+            logger.warning("expired leases recovered", extra={"queue": queue, **outcome})
+
+    def run(self, queue: str, claim_seconds: float, hold_seconds: float | None = None) -> WorkerReport:
+        """Claim and run tasks of ``queue`` for ``claim_seconds``. ``hold_seconds`` is how long this invocation
+        may hold a claimed task (its remaining time): a lease shorter than that is refused before any claim,
+        since a task could be recovered and run twice while it still runs if every heartbeat failed."""
+        lease_seconds = self._settings.lease_seconds
+        if hold_seconds is not None and lease_seconds < hold_seconds:
+            raise ConfigError(
+                f"LEASE_SECONDS={lease_seconds} is shorter than this invocation can hold a task ({hold_seconds:.0f} s, "
+                "its remaining time): set LeaseSeconds to at least the function's Timeout"
+            )
+        report = WorkerReport(queue=queue)
+        self._time = InvocationTime(self._clock, hold_seconds, self._settings.worker_timeout_seconds)
+        with self._stale_lock:
+            self._stale.clear()
+        try:
+            self.recover_leases(queue, report)
+        except TaskQueueError as exc:  # refused for now: the next run (or the safety net) recovers them
+            if not self._refused_for_now(report, "recovering expired leases", exc):
+                raise
+        control = ClaimControl(
+            self._store,
+            queue,
+            self._owner,
+            self._clock,
+            self._rng,
+            lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
+        )
+        delayed = self._delayed = DelayedView(self._store, control, self._clock)
+        slots_held = self._slots = HeldSlots(self._store, control, lambda: self._add(report, "errors"))
+        self._outcomes = Outcomes(
+            self._store, self._runner, self._owner, self._clock, self._rng,
+            count=lambda name: self._add(report, name), released=self._released,
+        )
+        # Producers count on the watcher to see what they write; it lingers on an empty queue before it stops.
+        watch = Watch(
+            self._store, queue, self._owner, self._clock,
+            refused=lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
+            on_record=control.see_record,
+        )
+        report.watched = watch.begin()
+        # Claim lanes only once another claimer is met: a helper meets the watcher at once; the watcher, alone as a
+        # rule, joins at its first lost claim or before it wakes a helper (ClaimControl.join_now).
+        control.join(claim_seconds, eager=False)
+        if not report.watched:
+            control.join_now(settle=True)
+        deadline = self._clock.monotonic() + claim_seconds
+        lingering = Lingering(watch, self._clock, self._settings.worker_linger_seconds)
+        look_started_ms: int | None = None
+        # The start of a look that saw the whole queue (fewer entries than it asked for) and claimed all of it: a look
+        # right after it would find nothing new the record would not show first, so the watcher lingers on the
+        # record instead (the lag rule still applies to its stop: ``Lingering.step``).
+        drained_look: int | None = None
+        running: dict[Future[None], Lease] = {}
+        with ThreadPoolExecutor(max_workers=self._capacity, thread_name_prefix=f"{queue}-runner") as pool:
+            while True:
+                running = self._collect(running, report)
+                self._heartbeat(running.values(), report)
+                watch.keep()
+                left = deadline - self._clock.monotonic()
+                if left <= 0:
+                    report.stopped_by = "budget"
+                    break
+                free = self._capacity - len(running)
+                if free == 0:
+                    wait(running, timeout=min(left, self._heartbeat_seconds()), return_when=FIRST_COMPLETED)
+                    continue
+                if control.paused_now():
+                    report.stopped_by = "paused"
+                    break
+                if drained_look is not None and watch.watching:
+                    if running:
+                        # The look saw the whole queue: while its tasks run, the record (not the index) tells of new
+                        # writes, once a poll interval passes with none of them ending (a look per ending task read
+                        # an empty index each time, half a read unit apiece).
+                        done, _ = wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                        running = self._collect(running, report)
+                        if running and not done and watch.arrivals():
+                            drained_look = None
+                        continue
+                    look_from, drained_look = drained_look, None
+                    due_in = delayed.due_in_seconds()
+                    if due_in is None or due_in >= left:
+                        if lingering.step(look_from, left):
+                            report.stopped_by = "empty"
+                            break
+                        continue
+                stale = self._stale_ids()
+                try:
+                    look_started_ms = self._clock.now_ms()
+                    # Stale entries and tasks too long for this run are passed over by the read itself, so the look
+                    # reads what it can claim and no more (one request when the index holds it).
+                    wanted = max(self._settings.page_size, control.window(self._capacity))
+                    candidates, met_stale = delayed.look(wanted, look_started_ms, skip=stale | self._time.found_too_long)
+                    due_in = None if candidates or running else delayed.due_in_seconds()
+                except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
+                    if not self._refused_for_now(report, "reading the queue", exc):
+                        raise
+                    self._clock.sleep(min(left, self._refusal_pause()))
+                    continue
+                if not candidates and not met_stale:  # only stale entries: pause below, look again
+                    if running:
+                        wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                        continue
+                    if due_in is None or due_in >= left:
+                        # Empty: a watcher lingers, then stops only as the handshake allows (a helper stops now).
+                        if lingering.step(look_started_ms, left):
+                            report.stopped_by = "empty"
+                            break
+                        continue
+                    # A retry (or delayed task) falls due inside the budget: wait for it rather than strand it,
+                    # looking again at least every poll interval for new arrivals.
+                    self._clock.sleep(max(0.01, min(due_in, IDLE_POLL_SECONDS)))
+                    continue
+                report.skipped += met_stale
+                order = control.plan(candidates, self._capacity)
+                try:
+                    slots = slots_held.for_claims(min(free, len(order))) if order else None
+                except TaskQueueError as exc:  # not the limit: a refused slot read or write; pause, look again
+                    if not self._refused_for_now(report, "taking running-limit slots", exc):
+                        raise
+                    self._clock.sleep(min(left, self._refusal_pause()))
+                    continue
+                if slots is not None:
+                    if not slots:  # the queue-wide running limit is reached: other workers' tasks hold every slot
+                        report.limited += 1
+                        if running:
+                            wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                            continue
+                        if watch.watching:
+                            # The watcher waits for a slot instead of leaving its queue idle until the safety net:
+                            # slots free as other workers' tasks end (read strongly consistently).
+                            self._clock.sleep(min(left, IDLE_POLL_SECONDS))
+                            report.lingered_ms += int(min(left, IDLE_POLL_SECONDS) * 1000)
+                            continue
+                        report.stopped_by = "limit"  # a helper: the watcher (or the holders' tail calls) take over
+                        break
+                    free = min(free, len(slots))
+                claimed_now = 0
+                for candidate in order:
+                    if free == 0:
+                        break
+                    try:
+                        task = self._store.claim(candidate, self._owner, run_within=self._time.run_within())
+                    except TaskTooLong as exc:  # left PENDING for a fresh invocation, which has time for it
+                        self._too_long(candidate, exc, report)
+                        continue
+                    except TaskQueueError as exc:  # not applied: the task is still there; pause, look again
+                        if not self._refused_for_now(report, "claiming a task", exc):
+                            raise
+                        break
+                    self._mark_stale(candidate.task_id)
+                    if task is None:
+                        report.lost += 1
+                        control.lost_a_claim()
+                        continue
+                    delayed.claimed(candidate)
+                    free -= 1
+                    claimed_now += 1
+                    report.claimed += 1
+                    report.claim_ages_ms.append(task.updated_ms - task.created_ms)
+                    lease = Lease(task, self._store, self._owner, self._clock, slots.pop() if slots else None)
+                    running[pool.submit(self._run_one, lease, report)] = lease
+                slots_held.keep(slots or [])
+                if free == 0 and len(order) > claimed_now:
+                    self._help(queue, control, report)
+                if len(candidates) < wanted and claimed_now == len(candidates) and not met_stale:  # stale entries: not seen whole
+                    drained_look = look_started_ms
+                if claimed_now == 0:
+                    # Every claim lost or refused, or only stale entries left (another worker, or index entries
+                    # not yet updated): do not spin on them.
+                    self._clock.sleep(min(left, self._rng.uniform(0.5, 1.0) * LOST_ROUND_PAUSE_SECONDS))
+            control.leave()
+            slots_held.stop_claiming()
+            # Claiming is over: stop watching, so producers wake a new worker from now on; writes this run may
+            # have missed make it tail-call.
+            missed = watch.end(look_started_ms) if report.stopped_by != "empty" else False
+            report.lingered_ms += int(lingering.lingered_seconds * 1000)
+            # Tasks in flight finish inside their leases, which the heartbeat keeps.
+            while running:
+                wait(running, timeout=self._heartbeat_seconds(), return_when=FIRST_COMPLETED)
+                running = self._collect(running, report)
+                self._heartbeat(running.values(), report)
+        # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
+        # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
+        if report.stopped_by not in ("paused", "limit"):
+            report.work_remains = missed or self._work_left(queue, report)
+        report.shed += self._store.drain_shed().get(queue, 0)
+        return report
+
+    def _help(self, queue: str, control: ClaimControl, report: WorkerReport) -> None:
+        """More claimable work than this run can take: producers wake a queue only when nobody watches it, so
+        with several workers allowed the busy one wakes another (at most every HELP_SECONDS, while a claim
+        lane is free, and not when this run holds every slot of the queue's running limit: a helper could run
+        nothing). A refused publish is logged; the next round asks again."""
+        now = self._clock.monotonic()
+        if self._call_for_help is None:
+            return
+        limit = self._store.running_limit(queue)
+        if limit is not None and self._slots.held >= limit:
+            return
+        if not control.room_for_another():
+            return
+        if self._helped_at is not None and now - self._helped_at < HELP_SECONDS:
+            return
+        self._helped_at = now
+        try:
+            self._call_for_help(queue)
+        except TaskQueueError as exc:
+            logger.warning("could not wake another worker", extra={"queue": queue, "error": str(exc)})
+            return
+        report.helpers_woken += 1
+
+    def _too_long(self, candidate: Candidate, exc: TaskTooLong, report: WorkerReport) -> None:
+        self._add(report, "too_long")
+        if not self._time.too_long(candidate.task_id, exc.run_seconds):
+            logger.info("task left for a fresh invocation: too long for the time left", extra={"task_id": candidate.task_id})
+            return
+        # No invocation of this worker could run it (its Timeout was lowered after the task was made): dead-letter
+        # it with what to do, rather than leave it to be tail-called for and refused until its ttl.
+        error = too_long_message(exc.run_seconds, self._time.timeout)
+        try:
+            task = self._store.claim(candidate, self._owner)
+            if task is not None and self._store.fail(task, self._owner, error):
+                self._add(report, "failed")
+                logger.error("task failed (dead-lettered)", extra={"task_id": task.task_id, "error": error})
+        except TaskQueueError as refused:  # refused for now: the next run meets it again
+            if not self._refused_for_now(report, "dead-lettering a task too long for this worker", refused):
+                raise
+
+    def _work_left(self, queue: str, report: WorkerReport) -> bool:
+        try:
+            query_delayed = self._delayed.worth_reading(self._clock.now_ms())
+            if self._store.has_claimable(queue, delayed=query_delayed):
+                return True
+            if query_delayed:
+                self._delayed.refresh()
+            due_in = self._delayed.due_in_seconds()
+            return due_in is not None and due_in < self._settings.time_budget_seconds
+        except TaskQueueError as exc:  # not known: tail-call rather than strand work (an empty run costs little)
+            if not self._refused_for_now(report, "checking for work left", exc, then="tail-calling in case"):
+                raise
+            return True
+
+    def _refused_for_now(self, report: WorkerReport, what: str, exc: Exception, then: str = "trying again") -> bool:
+        """A read or claim DynamoDB refused for a passing reason (throttling past the SDK's retries) is logged,
+        counted (``retried``) and tried again after a pause, instead of failing the invocation: a failed
+        invocation tail-calls nobody, so its queue would wait for Lambda's retry or the safety net. Any other
+        error is not handled here (False)."""
+        if not dynamo.is_retryable(exc):
+            return False
+        self._add(report, "retried")
+        logger.warning(f"{what} was refused for now; {then}", extra={"queue": report.queue, "error": str(exc)})
+        return True
+
+    def _refusal_pause(self) -> float:
+        # Jittered, and short enough that the heartbeat of the tasks in flight keeps its pace.
+        return min(self._heartbeat_seconds(), self._rng.uniform(0.5, 1.0) * RECORD_BACKOFF_SECONDS)
+
+    def _stale_ids(self) -> set[str]:
+        """Ids whose index entries are taken as stale now (forgetting those whose time passed)."""
+        now = self._clock.monotonic()
+        with self._stale_lock:
+            self._stale = {task_id: until for task_id, until in self._stale.items() if until > now}
+            return set(self._stale)
+
+    def _mark_stale(self, task_id: str) -> None:
+        with self._stale_lock:
+            self._stale[task_id] = self._clock.monotonic() + STALE_ENTRY_SECONDS
+
+    def _heartbeat_seconds(self) -> float:
+        return max(0.05, self._settings.lease_seconds * (1 - 2 / 3) / 2)
+
+    def _heartbeat(self, leases: Any, report: WorkerReport) -> None:
+        for lease in leases:
+            if not lease.due():
+                continue
+            try:
+                renewed = lease.renew()
+            except TaskQueueError as exc:  # throttled past the SDK's retries: the next beat tries again
+                self._add(report, "retried")
+                logger.warning("lease renewal failed; trying again", extra={"task_id": lease.task.task_id, "error": str(exc)})
+                continue
+            if renewed:
+                self._add(report, "leases_renewed")
+            else:
+                logger.warning(
+                    "lease lost while the task runs: it may be recovered and run again",
+                    extra={"task_id": lease.task.task_id, "queue": lease.task.queue},
+                )
+
+    def _collect(self, running: dict[Future[None], Lease], report: WorkerReport) -> dict[Future[None], Lease]:
+        """Keep the futures still running; read every finished one, so no runner thread's error is lost."""
+        still: dict[Future[None], Lease] = {}
+        for future, lease in running.items():
+            if not future.done():
+                still[future] = lease
+                continue
+            error = future.exception()
+            if error is not None:  # _run_one reports its own errors: this is a defect in it, still counted
+                self._add(report, "errors")
+                logger.error(
+                    "runner thread failed", extra={"task_id": lease.task.task_id, "error": repr(error)}, exc_info=error
+                )
+        return still
+
+    def _add(self, report: WorkerReport, name: str) -> None:
+        with self._count_lock:
+            setattr(report, name, getattr(report, name) + 1)
+
+    def _run_one(self, lease: Lease, report: WorkerReport) -> None:
+        self._outcomes.attempt(lease)
+        if lease.slot is not None:  # the outcome is recorded (or left to lease recovery): the next task may start
+            self._slots.done(lease.slot)
+
+    def _released(self, task_id: str, not_before_ms: int) -> None:
+        self._delayed.released(task_id, not_before_ms)
+        with self._stale_lock:  # its new index entry is real: claimable again once due
+            self._stale.pop(task_id, None)
