@@ -67,7 +67,7 @@ def handlers() -> tuple[Any, Any]:
     process = load_function("process_tasks")
     process.emit_metrics = lambda report: None
     trigger = load_function("trigger")
-    from taskqueue import handler_metrics
+    from taskqueue.core import metrics as handler_metrics
 
     # Trigger's counts (its safety net's too) are single metrics, printed each, disabled or not.
     handler_metrics.count = lambda *args, **kwargs: None

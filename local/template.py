@@ -133,6 +133,8 @@ class Template:
             attrs[f"{logical}.Arn"] = f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{name}"
         elif rtype == "AWS::IAM::Role":
             attrs[f"{logical}.Arn"] = f"arn:aws:iam::{ACCOUNT}:role/{name}"
+        elif rtype == "AWS::IAM::ManagedPolicy":  # its Ref is the ARN (output ProducerPolicyArn)
+            refs[logical] = f"arn:aws:iam::{ACCOUNT}:policy/{name}"
 
     def _enabled(self, res: Mapping[str, Any]) -> bool:
         cond = res.get("Condition")

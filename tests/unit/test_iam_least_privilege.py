@@ -37,16 +37,20 @@ import boto3
 import botocore.session
 import pytest
 
+from taskqueue.client import TaskQueueClient
 from taskqueue.core.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, PermanentTaskError
 from taskqueue.core.model import Task, new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.matching.agents import AgentNotFound, AgentStore
 from taskqueue.matching.pairing import Pair
 from taskqueue.matching.rules import MatchSettings, parse_profile
+from taskqueue.services import Services
 from taskqueue.store import TaskStore
+from taskqueue.wakeups.notify import Notifier
 from taskqueue.work.lease import extend_lease
 from tests.agent_support import AGENT_TABLE, create_agent_table
-from tests.conftest import TABLE
+from tests.conftest import TABLE, make_settings
+from tests.faults import FaultyClient
 from tests.support import FakeClock, LambdaContextStub, load_event, load_function, template
 
 # Error paths end without metrics: Powertools warns that it has none to publish.
@@ -635,3 +639,134 @@ def test_runner_grants_are_off_by_default_and_the_deployers_when_given():
     assert policy["Properties"]["Roles"] == [{"Ref": "ProcessTasksFunctionRole"}]
     assert policy["Properties"]["PolicyDocument"]["Statement"] == [
         {"Effect": "Allow", "Action": {"Ref": "RunnerPolicyActions"}, "Resource": {"Ref": "RunnerPolicyResources"}}]
+
+
+# ---- the producers' managed policy (output ProducerPolicyArn) ----------------------------------------------------
+# A team attaches it to its application's role so that taskqueue.client can enqueue and wake. It must allow every
+# request an enqueue makes (or a wake-up fails with AccessDenied, or the enqueue itself) and nothing else; its
+# conditions on the partition key (dynamodb:LeadingKeys) keep a producer's UpdateItem to the queues' control items
+# and its writes of tasks off them.
+
+class ItemRecorder(Recorder):
+    """Also records each DynamoDB item request with the partition key it names: (action, resource, taskId)."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        super().__init__(names)
+        self.items: set[tuple[str, str, str]] = set()
+
+    def __call__(self, params: dict[str, Any], model: Any, **kwargs: Any) -> None:
+        super().__call__(params, model, **kwargs)
+        if not self._on or model.service_model.endpoint_prefix != "dynamodb":
+            return
+        name = model.name
+        if name == "BatchWriteItem":
+            for table, requests in params["RequestItems"].items():
+                for request in requests:
+                    (kind, body), = request.items()
+                    item = body["Item"] if kind == "PutRequest" else body["Key"]
+                    self.items.add((f"dynamodb:{name}", self._name(table), item["taskId"]["S"]))
+        elif name in ("PutItem", "UpdateItem", "DeleteItem", "GetItem"):
+            item = params["Item"] if name == "PutItem" else params["Key"]
+            self.items.add((f"dynamodb:{name}", self._name(params["TableName"]), item["taskId"]["S"]))
+
+
+def producer_statements() -> list[dict[str, Any]]:
+    policy = translated()["Resources"]["ProducerPolicy"]
+    assert policy["Type"] == "AWS::IAM::ManagedPolicy"
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def _condition_holds(condition: dict[str, Any] | None, leading_key: str | None) -> bool:
+    """The only conditions the producer policy uses: ForAllValues:StringLike / StringNotLike on dynamodb:LeadingKeys."""
+    for operator, tests in (condition or {}).items():
+        (key, patterns), = tests.items()
+        assert key == "dynamodb:LeadingKeys" and operator in ("ForAllValues:StringLike", "ForAllValues:StringNotLike")
+        if leading_key is None:
+            return False  # a call without an item: this test never makes one against a conditioned statement
+        matched = any(fnmatch.fnmatchcase(leading_key, p) for p in _as_list(patterns))
+        if matched != (operator == "ForAllValues:StringLike"):
+            return False
+    return True
+
+
+def producer_allows(action: str, resource: str, leading_key: str | None = None) -> bool:
+    for statement in producer_statements():
+        assert statement["Effect"] == "Allow" and "NotAction" not in statement and "NotResource" not in statement
+        actions = {a for pattern in _as_list(statement["Action"]) for a in expand(pattern)}
+        resources = {resource_key(r) for r in _as_list(statement["Resource"])}
+        if action in actions and resource in resources and _condition_holds(statement.get("Condition"), leading_key):
+            return True
+    return False
+
+
+@pytest.fixture
+def producer_world(dynamodb, topics):
+    recorder = ItemRecorder({TABLE: "QueueTable", topics.wake_up_arn: "WorkerWakeUpTopic",
+                             topics.trigger_arn: "TriggerTopic"})
+    session = boto3._get_default_session()
+    session.events.register("before-parameter-build", recorder, unique_id="iam-producer-policy")
+    try:
+        settings = make_settings(topics)
+        clock = FakeClock(now_ms())
+        # Clients of the default session, so the recorder sees their requests (as the client's own would be).
+        services = Services(settings, TaskStore(boto3.client("dynamodb"), settings, clock),
+                            Notifier(boto3.client("sns"), settings), clock)
+        yield recorder, services, clock
+    finally:
+        session.events.unregister("before-parameter-build", unique_id="iam-producer-policy")
+
+
+def run_producer(services: Any, clock: FakeClock) -> list[str]:
+    """Every path of the client's enqueue: generated ids, a caller's id (new, then again), a delayed task, a batch
+    over 25, both queues, a wake-up claimed and published, one already in flight, and one SNS refuses (the claim
+    withdrawn)."""
+    client = TaskQueueClient(services)
+    outcomes = [client.enqueue({"n": 1}).wakeup]  # woken: BatchWriteItem, touch, claim, Publish
+    outcomes.append(client.enqueue({"n": 2}, task_id="order-42").wakeup)  # in flight: PutItem, touch
+    outcomes.append(client.enqueue({"n": 2}, task_id="order-42").wakeup)  # already there: PutItem refused
+    outcomes.append(client.enqueue(delay_seconds=30).wakeup)  # the delayed head's announcement on the control item
+    outcomes.append(client.enqueue_many(count=30, queue="calls").wakeup)
+    clock.advance(60)  # the wake-ups in flight are stale: the next write claims one again, and SNS refuses it
+    refusing = Notifier(FaultyClient(boto3.client("sns")).fail("publish", "AuthorizationError"), services.settings)
+    refused = TaskQueueClient(Services(services.settings, services.store, refusing, clock))
+    outcomes.append(refused.enqueue().wakeup)  # failed: the claim withdrawn (UpdateItem)
+    return [str(o) for o in outcomes]
+
+
+def test_producer_policy_grants_exactly_what_the_clients_enqueue_calls(producer_world):
+    recorder, services, clock = producer_world
+    with recorder.recording():
+        outcomes = run_producer(services, clock)
+    assert outcomes == ["woken", "in-flight", "in-flight", "in-flight", "woken", "failed"], outcomes
+    calls = set(recorder.calls)
+    item_calls = recorder.items
+    assert ("sns:Publish", "WorkerWakeUpTopic") in calls
+    denied = [c for c in item_calls if not producer_allows(*c)]
+    denied += [(a, r) for a, r in calls if not a.startswith("dynamodb:") and not producer_allows(a, r)]
+    assert not denied, f"the producer policy refuses what enqueue calls: {sorted(denied)}"
+    assert {a for a, _ in calls if a.startswith("dynamodb:")} == {a for a, _, _ in item_calls}  # every call keyed
+    # Nothing extra: every action on every resource the policy names is called by enqueue.
+    granted = {(a, resource_key(r)) for s in producer_statements() for p in _as_list(s["Action"]) for a in expand(p)
+               for r in _as_list(s["Resource"])}
+    assert granted == calls, f"granted, never called:\n  {_show(granted - calls)}\ncalled:\n  {_show(calls - granted)}"
+
+
+def test_producer_policy_keeps_producers_off_the_tasks_state_and_the_queues_control():
+    # A producer may not move a task (UpdateItem on a task: marking it done, say) ...
+    assert not producer_allows("dynamodb:UpdateItem", "QueueTable", "order-42")
+    assert producer_allows("dynamodb:UpdateItem", "QueueTable", "queue#work")
+    # ... nor overwrite or delete a queue's control item (its pause, its watcher) with a put or a batch write.
+    assert not producer_allows("dynamodb:PutItem", "QueueTable", "queue#work")
+    assert not producer_allows("dynamodb:BatchWriteItem", "QueueTable", "queue#work")
+    assert producer_allows("dynamodb:PutItem", "QueueTable", "order-42")
+    # Not TriggerTopic (the relay the CLI uses), not the indexes, no reads.
+    assert not producer_allows("sns:Publish", "TriggerTopic")
+    assert not producer_allows("dynamodb:GetItem", "QueueTable", "order-42")
+    assert not producer_allows("dynamodb:Query", "QueueTable/index/ReadyIndex")
+
+
+def test_the_stack_outputs_the_producer_policy_arn_and_attaches_it_to_no_role_of_its_own():
+    out = translated()
+    assert out["Outputs"]["ProducerPolicyArn"]["Value"] == {"Ref": "ProducerPolicy"}
+    props = out["Resources"]["ProducerPolicy"]["Properties"]
+    assert not {"Roles", "Users", "Groups"} & set(props), "the team attaches it to its application's role"

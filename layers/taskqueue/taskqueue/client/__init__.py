@@ -2,7 +2,7 @@
 tasks that CreateTasks and the client share (create), and how a client or the CLI finds a stack (discovery).
 May import every package below it (services, wakeups, store, core).
 
-``TaskQueueClient`` is loaded on first use, so CreateTasks importing ``taskqueue.client.create`` loads no more.
+The client's names are loaded on first use, so CreateTasks importing ``taskqueue.client.create`` loads no more.
 """
 
 from __future__ import annotations
@@ -10,14 +10,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from taskqueue.client.queue_client import TaskQueueClient
+    from taskqueue.client.queue_client import Enqueued, TaskQueueClient, WakeUp
 
-__all__ = ["TaskQueueClient"]
+# What ``from taskqueue.client import ...`` gives an application: the client, what ``enqueue`` returns, and the
+# wake-up outcome it carries.
+__all__ = ["Enqueued", "TaskQueueClient", "WakeUp"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "TaskQueueClient":
-        from taskqueue.client.queue_client import TaskQueueClient
+    if name in __all__:
+        from taskqueue.client import queue_client
 
-        return TaskQueueClient
+        return getattr(queue_client, name)
     raise AttributeError(f"module 'taskqueue.client' has no attribute {name!r}")

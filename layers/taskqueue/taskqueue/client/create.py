@@ -13,19 +13,24 @@ from typing import Any
 from taskqueue.core.correlation import Correlation
 from taskqueue.core.model import CreateRequest, new_tasks
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.producer import QueueWaker
+from taskqueue.wakeups.producer import QueueWaker, WakeUp
+
+# The answer's ``wakeup`` when no handshake was asked for (no waker given).
+NOT_ASKED = "not-asked"
 
 
 @dataclass(frozen=True)
 class CreateSummary:
-    """What a request created: ``created`` new tasks, ``already_existed`` ids that were there already."""
+    """What a request created: ``created`` new tasks, ``already_existed`` ids that were there already, and ``wakeup``
+    what the wake-up handshake did (a ``WakeUp``: a ``str`` such as ``woken``; when ``failed``, ``wakeup.cause`` and
+    ``wakeup.problem`` say why, and the answer carries them as ``wakeupCause`` and ``wakeupProblem``)."""
 
     queue: str
     created: int
     already_existed: int
     task_ids: tuple[str, ...]
     ttl: int  # epoch seconds: the shed deadline every task of the request shares
-    wakeup: str = "not-asked"  # what the wake-up handshake did (taskqueue.wakeups.producer)
+    wakeup: str = NOT_ASKED  # what the wake-up handshake did (taskqueue.wakeups.producer)
 
     def as_dict(self) -> dict[str, Any]:
         """The answer CreateTasks returns (and ``taskq create --json`` prints)."""
@@ -35,8 +40,12 @@ class CreateSummary:
             "alreadyExisted": self.already_existed,
             "taskIds": list(self.task_ids),
             "ttl": self.ttl,
-            "wakeup": self.wakeup,
-        }
+            "wakeup": str(self.wakeup),
+        } | self._wakeup_failure()
+
+    def _wakeup_failure(self) -> dict[str, str]:
+        cause, problem = getattr(self.wakeup, "cause", None), getattr(self.wakeup, "problem", None)
+        return ({"wakeupCause": cause} if cause else {}) | ({"wakeupProblem": problem} if problem else {})
 
 
 def create_tasks(
@@ -57,7 +66,7 @@ def create_tasks(
         result = store.put_tasks_once(tasks)
     else:
         result = store.put_tasks(tasks)
-    wakeup = "not-asked"
+    wakeup = WakeUp(NOT_ASKED)
     if waker is not None:
         wakeup = waker.after_write(request.queue, Correlation(request_id, tasks[0].task_id))
     return CreateSummary(

@@ -86,6 +86,11 @@ class Notifier:
         budget, or the CLI's wake-up after a redrive. Trigger relays it to the queue's worker."""
         return self._publish(self._settings.trigger_topic_arn, "TRIGGER_TOPIC_ARN", queue, reason, correlation)
 
+    @property
+    def wake_topic_arn(self) -> str | None:
+        """The topic ``wake_queue`` publishes on: WorkerWakeUpTopic, else TriggerTopic; None when neither is known."""
+        return self._settings.worker_wake_up_topic_arn or self._settings.trigger_topic_arn or None
+
     def wake_queue(self, queue: str, reason: str, correlation: Correlation | None = None) -> str:
         """Wake ``queue``'s worker by the shortest way this Notifier knows: WorkerWakeUpTopic, else through Trigger
         (TriggerTopic; the CLI may know only that one)."""
