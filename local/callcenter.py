@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local.callcenter_report import chart, summary_table, write
-from local.demo_defaults import CONCURRENCY
+from local.demo_defaults import CONCURRENCY, RUNNER
 from local.report import percentile
 
 NO_PREFERENCE = (None, "", "*", "any")
@@ -47,10 +47,11 @@ SDK_BACKOFF_BASE_SECONDS = 1.0
 
 
 def scenario_parameters(s: dict[str, Any]) -> dict[str, Any]:
-    """Template parameters of a call-center run: the demo's concurrency (``local.demo_defaults``), no scheduled
+    """Template parameters of a call-center run: the demo's concurrency and runner (``local.demo_defaults``), no scheduled
     work tasks (calls come from the driver)."""
     params: dict[str, Any] = {
         **CONCURRENCY,
+        **RUNNER,
         "CreateTasksScheduleState": "DISABLED",
         "SafetyNetScheduleRate": "rate(5 minutes)",
         "TimeBudgetSeconds": 3,

@@ -1,5 +1,6 @@
 """What the demo and the local stack turn on themselves. A deploy that sets no parameter is a quiet production
-stack: no scheduled tasks, no reserved concurrency (so it deploys to an account with a small concurrency quota).
+stack: no scheduled tasks, no reserved concurrency (so it deploys to an account with a small concurrency quota), no
+task runner (ProcessTasks claims nothing until the deployer names one).
 The demo's scenarios and ``make up`` keep the behaviour they were measured with by asking for it here.
 
 docs/operations.md ("Demo and local stack versus a production deploy") lists each of these beside its production
@@ -24,10 +25,13 @@ CONCURRENCY: dict[str, str] = {
 # Agents made available by hand in a long-running local stack stay available until taken offline, as before
 # agents had to heartbeat: nobody sends heartbeats while poking at it with `make invoke`.
 PRESENCE: dict[str, str] = {"AgentTimeoutSeconds": "0"}
-# `make up` (python -m local up): all three, under whatever --param-overrides says.
-LOCAL_STACK: dict[str, str] = {**SCHEDULE, **CONCURRENCY, **PRESENCE}
-# `make demo` scenarios of the work queue: the same; the call-center scenario turns the schedule off again (its
-# calls come from its driver) and keeps the concurrency.
-DEMO: dict[str, str] = {**SCHEDULE, **CONCURRENCY}
+# The fake legacy system runs the tasks: the template names no runner (a deploy without one claims nothing), and
+# the demo, the local stack, the tests and the benchmarks run the fake one they were measured with.
+RUNNER: dict[str, str] = {"TaskRunner": "taskqueue.work.runner:fake_legacy_system"}
+# `make up` (python -m local up): all of these, under whatever --param-overrides says.
+LOCAL_STACK: dict[str, str] = {**SCHEDULE, **CONCURRENCY, **PRESENCE, **RUNNER}
+# `make demo` scenarios of the work queue: the same but PRESENCE; the call-center scenario turns the schedule off
+# again (its calls come from its driver) and keeps the concurrency and the runner.
+DEMO: dict[str, str] = {**SCHEDULE, **CONCURRENCY, **RUNNER}
 
-__all__ = ["CONCURRENCY", "DEMO", "LOCAL_STACK", "PRESENCE", "SCHEDULE"]
+__all__ = ["CONCURRENCY", "DEMO", "LOCAL_STACK", "PRESENCE", "RUNNER", "SCHEDULE"]

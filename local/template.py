@@ -14,6 +14,7 @@ from typing import Any
 from cfnlint.decode import cfn_yaml
 
 from local.intrinsics import ACCOUNT, NO_VALUE, REGION, Resolver, TemplateError, text_of
+from local.rules import check_rules
 from local.sam_transform import LOCAL_BUCKET, transform
 
 __all__ = ["ACCOUNT", "DEFAULT_STACK", "NO_VALUE", "REGION", "FunctionSpec", "Resolver", "Template", "TemplateError",
@@ -58,6 +59,8 @@ class Template:
         self.doc = load_yaml(self.path.read_text())
         self.stack = stack
         self.parameters = self._parameters(overrides or {})
+        # As CloudFormation: a combination the template's Rules refuse creates nothing (local/rules.py).
+        check_rules(self.doc, self.parameters)
         self.cfn = transform(self.doc, self.parameters, self.path.name)
         self.resources: dict[str, dict[str, Any]] = self.cfn.get("Resources") or {}
         refs: dict[str, Any] = {

@@ -7,7 +7,9 @@ is refused, before any claim, with an error naming the queues it serves; so is a
 
 The task runner (TASK_RUNNER) is loaded when Lambda starts the function (module import), after RUNNER_ENVIRONMENT is
 put in the environment: a runner that cannot be loaded is logged then, and fails every invocation with a message
-saying what to fix, before any task is claimed."""
+saying what to fix, before any task is claimed. With no runner (TASK_RUNNER empty: the template's default, so a
+stack nobody gave a runner never marks real tasks done) every invocation claims nothing, logs why and counts
+NoTaskRunner (NoTaskRunnerAlarm); the tasks wait PENDING."""
 
 from __future__ import annotations
 
@@ -37,9 +39,16 @@ def services() -> Services:
     return Services.from_env()
 
 
+# WorkerReport.stopped_by of a run that had no runner to claim for.
+NO_RUNNER = "no-runner"
+
+
 @functools.cache
-def runner() -> TaskRunner:
+def runner() -> TaskRunner | None:
+    """The runner TASK_RUNNER names; ``None`` when it names none (nothing is claimed then)."""
     settings = services().settings
+    if not settings.task_runner:
+        return None
     apply_runner_environment(settings, os.environ)
     return build_runner(settings)
 
@@ -56,11 +65,15 @@ def _load_at_init() -> None:
 _load_at_init()
 
 
-def handle(event: Any, remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner) -> WorkerReport:
+def handle(
+    event: Any, remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner | None
+) -> WorkerReport:
     queue = queue_of_wakeup(event)
     svc.settings.check_served(queue)
     correlation = of_event(event, owner)  # the chain this wake-up belongs to: logged, and passed on by a tail call
     log_under(logger, correlation)
+    if task_runner is None:
+        return no_runner(queue)
     worker = Worker(
         svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock,
         call_for_help=lambda q: svc.notifier.wake_queue(q, "help", correlation),
@@ -75,6 +88,22 @@ def handle(event: Any, remaining_seconds: float, owner: str, svc: Services, task
     emit_metrics(report)
     logger.info("worker finished", extra={k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
     return report
+
+
+def no_runner(queue: str) -> WorkerReport:
+    """No TaskRunner: claim nothing, and say so at once (a log line, NoTaskRunner for NoTaskRunnerAlarm).
+
+    The run begins no watch, so the queue's record never shows a watcher that is not there: producers keep waking
+    the queue (once the wake-up that brought this run is no longer in flight, WAKE_IN_FLIGHT_SECONDS) and the safety
+    net each minute while tasks wait, each such wake-up costing one short invocation that counts again, which keeps
+    the alarm on while work waits. No lingering and no tail call: nothing here could ever claim."""
+    logger.warning(
+        "no task runner is configured (the stack's TaskRunner parameter is empty): claiming nothing; the queue's "
+        "tasks stay PENDING until a runner is deployed or their TTL passes",
+        extra={"queue": queue},
+    )
+    handler_metrics.add_report(metrics, queue, (("NoTaskRunner", 1),), "AgeAtClaim", ())
+    return WorkerReport(queue=queue, stopped_by=NO_RUNNER)
 
 
 def emit_metrics(report: WorkerReport) -> None:

@@ -52,6 +52,10 @@ def with_crash_layer(tmp_path: Path):
         for parameter, floor in (("LeaseSeconds", 1), ("ProcessTasksTimeout", 16)):
             text, lowered = re.subn(rf"(\n  {parameter}:\n(?:    .*\n)*?    MinValue: )\d+", rf"\g<1>{floor}", text, count=1)
             assert lowered == 1, parameter
+        # ProcessTasksTimeout takes its values from a list (the template's Rules compare it with DefaultRunSeconds):
+        # 16 joins it; DefaultRunSeconds 1 fits every timeout, so no rule refuses the pair.
+        text, listed = re.subn(r"(\n  ProcessTasksTimeout:\n(?:    .*\n)*?    AllowedValues: \[)", r"\g<1>16, ", text, count=1)
+        assert listed == 1
         return text.replace(
             "      Layers:\n        - !Ref RunnerLayer\n",
             "      Layers:\n        - !Ref RunnerLayer\n        - !Ref CrashLayer\n",

@@ -133,6 +133,9 @@ def a_day_of_handlers(services, agent_table, store, clock, monkeypatch, capsys) 
     # Ana has waited longer than AgentTimeoutSeconds: the contact center says she is still there.
     invoke(agent_events, {"action": "agentHeartbeat", "agentId": "ana"}, msvc, monkeypatch)
     invoke(matcher, load_event("matcher-sns-wake.json"), msvc, monkeypatch)
+    # A stack deployed without a TaskRunner (NoTaskRunnerAlarm): the wake-up claims nothing and counts it.
+    monkeypatch.setattr(process_tasks, "runner", lambda: None)
+    invoke(process_tasks, wake_event("work"), services, monkeypatch)
     return capsys.readouterr().out
 
 

@@ -4,7 +4,8 @@ created as a stack in moto's CloudFormation, with the production defaults and wi
 What it shows: the stack creates; no function reserves concurrency unless asked, so an account whose quota is 10
 concurrent executions (a new account) can create it, while the reservations the seed's defaults made are refused
 there with Lambda's own message; the schedule is off; the tables are protected and outlive the stack; the stream
-mappings start at TRIM_HORIZON; the workers' environment still gives claim lanes and the running limit.
+mappings start at TRIM_HORIZON; the workers' environment still gives claim lanes and the running limit; no task
+runner is set, so ProcessTasks, run with the deployed environment, claims nothing and says so.
 
 moto's CloudFormation has no AWS::CloudWatch::Alarm: the alarms are left out of the rehearsal (a reference to one
 becomes a placeholder string); cfn-lint, `sam validate --lint` and tests/unit/test_observability_template.py check
@@ -25,8 +26,11 @@ from botocore.exceptions import ClientError
 
 from local.sam_transform import LOCAL_BUCKET, transform
 from local.template import load_yaml
+from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
-from tests.support import ROOT
+from taskqueue.core.states import TaskStatus
+from taskqueue.services import Services
+from tests.support import ROOT, LambdaContextStub, emitted, load_event, load_function
 
 # moto warns for every resource type its CloudFormation only records (SNS subscriptions, EventInvokeConfig).
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse:UserWarning")
@@ -199,3 +203,29 @@ def test_the_tables_and_their_items_outlive_the_stack_until_removed_as_the_readm
         ddb.update_table(TableName=name, DeletionProtectionEnabled=False)
         ddb.delete_table(TableName=name)
     assert not set(tables.values()) & set(ddb.list_tables()["TableNames"])
+
+
+def test_with_no_parameters_process_tasks_claims_nothing_and_reports_it(rehearse, monkeypatch, capsys, caplog):
+    """Issue 28: a stack deployed without TaskRunner must not fake the work. The real handler, run with ProcessTasks'
+    environment as the stack deployed it (its table, topics, settings), is woken with tasks waiting: it claims
+    nothing, logs why, counts NoTaskRunner (NoTaskRunnerAlarm's metric), and every task stays PENDING."""
+    stack = rehearse()
+    env = stack.environment("ProcessTasksFunction")
+    assert env["TASK_RUNNER"] == ""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    svc = Services.from_env()
+    request = parse_create_request({"queue": "work", "count": 3}, svc.settings)
+    tasks = new_tasks(request, svc.clock.now_ms(), svc.settings)
+    svc.store.put_tasks(tasks)
+
+    process_tasks = load_function("process_tasks")  # imported with the deployed environment, as Lambda starts it
+    capsys.readouterr()
+    result = process_tasks.lambda_handler(load_event("process_tasks-direct.json"), LambdaContextStub())
+
+    assert (result["claimed"], result["succeeded"], result["stopped_by"], result["watched"]) == (0, 0, "no-runner", False)
+    assert [svc.store.get(t.task_id).status for t in tasks] == [TaskStatus.PENDING] * 3
+    assert not svc.store.read_wake_record("work").watched(svc.clock.now_ms())
+    counted = [(m.name, m.value, m.dims.get("queue")) for m in emitted(capsys.readouterr().out) if m.name == "NoTaskRunner"]
+    assert counted == [("NoTaskRunner", 1, "work")]
+    assert any("no task runner is configured" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")

@@ -144,3 +144,41 @@ def test_tail_calls_only_for_delayed_work_the_next_budget_reaches(services, dyna
     report = app.handle({"queue": "work"}, 16, "req-1", svc, RecordingRunner())
     assert (report.claimed, report.stopped_by, report.work_remains) == (0, "empty", tail_call)
     assert topics.wakeups() == (["work"] if tail_call else [])
+
+
+def test_without_a_runner_it_claims_nothing_says_so_and_leaves_no_watcher(services, clock, topics, caplog):
+    """A stack deployed without TaskRunner (issue 28): the wake-up claims nothing, the tasks wait PENDING, the log
+    says why, and the run neither lingers, tail-calls nor watches the queue (producers must not trust a watcher
+    that is not there)."""
+    ids = seed(services, clock, 3)
+    started_ms = clock.now_ms()
+    report = app.handle(load_event("process_tasks-sns-wake.json"), 120, "req-1", services, None)
+    assert (report.claimed, report.stopped_by, report.watched, report.work_remains) == (0, "no-runner", False, False)
+    assert all(services.store.get(i).status is TaskStatus.PENDING for i in ids)
+    assert topics.tail_calls() == [] and topics.wakeups() == []
+    assert clock.now_ms() == started_ms  # returned at once: no linger, no wait on the queue
+    assert not services.store.read_wake_record("work").watched(clock.now_ms())
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("no task runner is configured" in w and "TaskRunner" in w for w in warnings), warnings
+    app.metrics.clear_metrics()  # what this run added is flushed by lambda_handler, which this test does not call
+
+
+def test_without_a_runner_the_handler_counts_NoTaskRunner(services, clock, topics, capsys, monkeypatch):
+    """Through lambda_handler with TASK_RUNNER empty (the template's default): the runner loader gives no runner,
+    and the invocation emits NoTaskRunner (queue work), the metric NoTaskRunnerAlarm watches."""
+    from tests.support import LambdaContextStub, emitted
+
+    (task_id,) = seed(services, clock, 1)
+    monkeypatch.setattr(app, "services", lambda: Services(make_settings(topics, task_runner=""), services.store,
+                                                          services.notifier, clock))
+    app.runner.cache_clear()
+    app.metrics.clear_metrics()
+    try:
+        capsys.readouterr()
+        result = app.lambda_handler(load_event("process_tasks-sns-wake.json"), LambdaContextStub())
+    finally:
+        app.runner.cache_clear()
+    assert (result["claimed"], result["stopped_by"]) == (0, "no-runner")
+    counted = [(m.value, m.dims.get("queue")) for m in emitted(capsys.readouterr().out) if m.name == "NoTaskRunner"]
+    assert counted == [(1, "work")]
+    assert services.store.get(task_id).status is TaskStatus.PENDING

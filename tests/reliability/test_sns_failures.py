@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from local.demo_defaults import CONCURRENCY
+from local.demo_defaults import CONCURRENCY, RUNNER
 from local.engine import REPO, Engine
 from local.faults import Faults
 from tests.reliability.support import record_figures
@@ -41,6 +41,7 @@ PARAMETERS = {
     "SafetyNetScheduleRate": "rate(1 minute)",
     "WorkerLingerSeconds": 0,  # every idle spell ends the worker: the next request must wake the queue again
     **CONCURRENCY,  # one worker at a time, as docs/reliability.md's figures were measured
+    **RUNNER,  # the fake legacy system (the template names no runner)
 }
 REQUESTS = 25  # TASKS come in this many CreateTasks invocations (25 wake-ups: a fifth refused is 5, and none is unlikely) ...
 REQUEST_GAP_SECONDS = 1.2  # ... this far apart: past the last write's lag allowance (1 s), the worker has stopped

@@ -9,7 +9,7 @@ import pytest
 
 from local import callcenter
 from local.__main__ import SCENARIOS, load_scenario, scenario_parameters
-from local.demo_defaults import CONCURRENCY, DEMO, LOCAL_STACK, PRESENCE, SCHEDULE
+from local.demo_defaults import CONCURRENCY, DEMO, LOCAL_STACK, PRESENCE, RUNNER, SCHEDULE
 from tests.support import ROOT, template
 
 PARAMETERS = template()["Parameters"]
@@ -67,7 +67,7 @@ def test_the_template_defaults_are_the_quiet_production_ones():
 
 
 def test_the_demo_and_the_local_stack_turn_on_the_schedule_and_the_concurrency_they_were_measured_with():
-    assert LOCAL_STACK == {**SCHEDULE, **CONCURRENCY, **PRESENCE} and DEMO == {**SCHEDULE, **CONCURRENCY}
+    assert LOCAL_STACK == {**SCHEDULE, **CONCURRENCY, **PRESENCE, **RUNNER} and DEMO == {**SCHEDULE, **CONCURRENCY, **RUNNER}
     assert SCHEDULE["CreateTasksScheduleState"] == "ENABLED" and SCHEDULE["CreateTasksCount"] == "15"
     for name, parameters in configurations():
         for key, value in CONCURRENCY.items():
@@ -87,3 +87,13 @@ def test_every_default_the_demo_or_local_stack_changes_is_documented(where, para
         assert production.startswith(default_of(name) or "empty"), (name, production)
         column = rows[name][1] if where == "make up" else rows[name][3] if "callcenter" in where else rows[name][2]
         assert value in column, f"{where}: {name}={value}, but the table says {column!r}"
+
+
+def test_the_template_names_no_runner_and_every_local_configuration_runs_the_fake_one():
+    """Issue 28: a deploy without TaskRunner claims nothing; the demo, the local stack and the tests ask for the fake
+    legacy system themselves (the e2e engines' parameters too)."""
+    from tests.e2e.conftest import FAST
+
+    assert default_of("TaskRunner") == "" and RUNNER == {"TaskRunner": "taskqueue.work.runner:fake_legacy_system"}
+    for name, parameters in [*configurations(), ("e2e", FAST)]:
+        assert parameters.get("TaskRunner") == RUNNER["TaskRunner"], name

@@ -65,7 +65,7 @@ def test_unresolvable_references_name_what_is_missing(expr):
 
 
 def test_the_project_template_resolves_with_overrides_and_globals():
-    t = Template(REPO / "template.yaml", {"TimeBudgetSeconds": 7, "CreateTasksCount": 4})
+    t = Template(REPO / "template.yaml", {"TimeBudgetSeconds": 7, "CreateTasksCount": 4, "TaskRunner": "m:run"})
     for logical in t.of_type("AWS::DynamoDB::Table"):  # known only once the emulator made the table
         t.resolver.attrs[f"{logical}.StreamArn"] = f"arn:aws:dynamodb:us-east-1:123456789012:table/{logical}/stream/now"
     fns = t.functions()
@@ -73,7 +73,7 @@ def test_the_project_template_resolves_with_overrides_and_globals():
     assert process.environment["TIME_BUDGET_SECONDS"] == "7"  # a parameter through Globals
     assert process.environment["QUEUE_TABLE_NAME"] == t.resolver.refs["QueueTable"]  # Ref to a table: its name
     assert process.environment["TRIGGER_TOPIC_ARN"].startswith("arn:aws:sns:")  # Ref to a topic: its ARN
-    assert process.environment["TASK_RUNNER"] == "taskqueue.runner:fake_legacy_system"  # function's own variables merged
+    assert process.environment["TASK_RUNNER"] == "m:run"  # function's own variables merged
     assert process.environment["POWERTOOLS_SERVICE_NAME"] == "taskqueue"
     # No reserved concurrency unless asked (a new account's small quota); claim lanes and the running limit still hold.
     assert process.reserved_concurrency is None and process.timeout == 180

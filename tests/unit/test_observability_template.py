@@ -117,3 +117,18 @@ def test_dashboard_and_alarms_read_the_namespace_and_service_the_functions_are_g
         for row in widget["properties"].get("metrics", []):
             if row[0] not in (".", "...") and not row[0].startswith("AWS/"):
                 assert row[0] == namespace and row[2:4] == ["service", service], row
+
+
+def test_a_stack_without_a_runner_claims_nothing_and_raises_an_alarm():
+    """Issue 28: TaskRunner defaults to no runner (never the fake legacy system, which would mark real tasks done);
+    ProcessTasks then counts NoTaskRunner, and NoTaskRunnerAlarm fires on it like the other alarms."""
+    params = template()["Parameters"]
+    assert params["TaskRunner"]["Default"] == ""
+    alarm = RES["NoTaskRunnerAlarm"]["Properties"]
+    (metric,) = [m for m in alarm["Metrics"] if "MetricStat" in m]
+    stat = metric["MetricStat"]["Metric"]
+    dims = {d["Name"]: d["Value"] for d in stat["Dimensions"]}
+    assert (stat["Namespace"], stat["MetricName"], dims) == ("TaskQueues", "NoTaskRunner", {"service": "taskqueue", "queue": "work"})
+    assert (alarm["Threshold"], alarm["ComparisonOperator"], alarm["TreatMissingData"]) == (0, "GreaterThanThreshold", "notBreaching")
+    actions = {"Fn::If": ["HasAlarmEmail", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}
+    assert alarm["AlarmActions"] == actions and alarm["OKActions"] == actions

@@ -64,8 +64,9 @@ def test_load_runner_errors_name_the_setting(spec, message):
         load_runner(spec)
 
 
-def test_the_default_runner_is_built_from_the_settings_handed_in():
-    settings = Settings(queue_table_name="t", runner_capacity=7, fake_runner_duration_seconds=2, fake_runner_failure_rate=0.25)
+def test_the_fake_runner_is_built_from_the_settings_handed_in():
+    settings = Settings(queue_table_name="t", task_runner="taskqueue.work.runner:fake_legacy_system", runner_capacity=7,
+                        fake_runner_duration_seconds=2, fake_runner_failure_rate=0.25)
     runner = build_runner(settings)
     assert isinstance(runner, FakeLegacySystem)
     assert (runner.capacity, runner.duration_seconds, runner.failure_rate) == (7, 2, 0.25)

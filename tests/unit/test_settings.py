@@ -9,7 +9,7 @@ def test_defaults_when_only_the_table_is_set():
     s = Settings.from_env({"QUEUE_TABLE_NAME": "t"})
     assert (s.time_budget_seconds, s.page_size, s.lease_seconds, s.default_ttl_seconds) == (60.0, 10, 300, 3600)
     assert (s.runner_capacity, s.fake_runner_duration_seconds, s.fake_runner_failure_rate) == (3, 15.0, 0.0)
-    assert s.task_runner == "taskqueue.work.runner:fake_legacy_system"
+    assert s.task_runner == ""  # no runner: a stack nobody gave a runner claims nothing (issue 28)
     assert s.queue_orders == {"work": Order.LIFO, "calls": Order.FIFO}
     assert s.trigger_topic_arn is None
 
@@ -85,3 +85,10 @@ def test_messages_are_unchanged(name, value, message):
     with pytest.raises(ConfigError) as error:
         Settings.from_env({"QUEUE_TABLE_NAME": "t", name: value})
     assert str(error.value) == f"{name}={value!r} is not valid: {message}"
+
+
+@pytest.mark.parametrize("env", [{}, {"TASK_RUNNER": ""}, {"TASK_RUNNER": "  "}])
+def test_no_task_runner_unless_one_is_named(env):
+    """A first deploy must not fake the work: unset or blank TASK_RUNNER means no runner, never the fake one."""
+    assert Settings.from_env({"QUEUE_TABLE_NAME": "t", **env}).task_runner == ""
+    assert Settings(queue_table_name="t").task_runner == ""

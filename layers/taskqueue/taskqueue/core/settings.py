@@ -77,7 +77,9 @@ class Settings:
     time_budget_seconds: float = 60.0
     retry_base_seconds: float = 2.0
     retry_max_seconds: float = 300.0
-    task_runner: str = "taskqueue.work.runner:fake_legacy_system"
+    # TASK_RUNNER: module:callable running one task; empty (the default) means no runner: ProcessTasks claims nothing
+    # and says so, so a stack nobody gave a runner never marks real tasks done (issue 28).
+    task_runner: str = ""
     runner_capacity: int = 3
     fake_runner_duration_seconds: float = 15.0
     fake_runner_failure_rate: float = 0.0
@@ -146,7 +148,7 @@ class Settings:
             time_budget_seconds=read_float(env, "TIME_BUDGET_SECONDS", "60"),
             retry_base_seconds=read_float(env, "RETRY_BASE_SECONDS", "2"),
             retry_max_seconds=read_float(env, "RETRY_MAX_SECONDS", "300"),
-            task_runner=read_variable(env, "TASK_RUNNER", "taskqueue.work.runner:fake_legacy_system", _runner_spec),
+            task_runner=read_variable(env, "TASK_RUNNER", "", _runner_spec),
             runner_capacity=read_int(env, "RUNNER_CAPACITY", "3"),
             fake_runner_duration_seconds=read_float(env, "FAKE_RUNNER_DURATION_SECONDS", "15"),
             fake_runner_failure_rate=read_float(env, "FAKE_RUNNER_FAILURE_RATE", "0"),
@@ -324,6 +326,8 @@ def _float_between(low: float, high: float) -> Callable[[str], float]:
 
 
 def _runner_spec(raw: str) -> str:
+    if raw == "":
+        return raw  # no runner (the template's default)
     module, sep, attr = raw.partition(":")
     if not sep or not module or not attr:
         raise ValueError("must be module:callable, e.g. taskqueue.work.runner:fake_legacy_system")

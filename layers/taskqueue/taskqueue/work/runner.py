@@ -132,7 +132,8 @@ class FakeLegacySystem:
 
 @runner_factory
 def fake_legacy_system(settings: Settings) -> TaskRunner:
-    """The default TASK_RUNNER: a FakeLegacySystem configured by RUNNER_CAPACITY and FAKE_RUNNER_*."""
+    """The demo's and the tests' TASK_RUNNER (no stack runs it unless asked): a FakeLegacySystem configured by
+    RUNNER_CAPACITY and FAKE_RUNNER_*."""
     return FakeLegacySystem(
         settings.runner_capacity, settings.fake_runner_duration_seconds, settings.fake_runner_failure_rate
     )
