@@ -46,6 +46,7 @@ def refuse_when_read_only() -> None:
 
 def back(default: str = "/") -> ResponseReturnValue:
     """Redirect to the form's ``next`` when it is a path on this board, else to ``default``."""
+    board().counts.forget()  # the next page counts again what the action may have changed
     target = request.form.get("next", "")
     if not target.startswith("/") or target.startswith("//") or "\\" in target:
         target = default

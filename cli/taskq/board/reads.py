@@ -1,9 +1,12 @@
 """What the board's pages show, read through the store and the agent store: per-queue rows, filtered task
 listings, a task's timeline, the matching queue, FailedEventsQueue. The HTTP side (views.py) only renders these.
 
-Counts are COUNT queries on the indexes (``TaskStore.depth``) and the functions' metrics; nothing here scans the
-queue table. Filtering by priority or error text reads the listing's pages (the index order) and keeps what
-matches, a bounded number of tasks per request, and says so.
+Counts are COUNT queries on the indexes, bounded in a request and shared between tabs (counting.py), and the
+functions' metrics; no request scans a table (the agent table is scanned in the background, at most every
+``services.AGENTS_EVERY_S``; SUCCESS and SHED, which no index holds, are not listed). Filtering by priority or
+error text reads the listing's pages (the index order) and keeps what matches, a bounded number of tasks per
+request, and says so. A read-only board reads FailedEventsQueue's counts, never its messages (receiving one changes
+its visibility and receive count).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from taskq.board.counting import BoardDepth
 from taskq.board.metrics import QueueSeries
 from taskq.board.services import Board
 from taskq.failed_events import FailedEvent, parse, receive_all
@@ -20,7 +24,6 @@ from taskqueue.errors import InvalidAgentInput, TaskNotFound
 from taskqueue.model import Task
 from taskqueue.states import TaskStatus
 from taskqueue.store import QueueControl
-from taskqueue.store.counts import QueueDepth
 
 # Tasks a filtered listing (or a retry of a filtered set) reads per request, at most.
 FILTER_BUDGET = 1000
@@ -32,7 +35,7 @@ FAILED_EVENTS_SHOWN = 100
 class QueueRow:
     queue: str
     order: str
-    depth: QueueDepth
+    depth: BoardDepth
     control: QueueControl
     claim_lanes: int
     lanes_held: int
@@ -47,7 +50,7 @@ def queue_rows(board: Board, now_ms: int) -> list[QueueRow]:
         rows.append(QueueRow(
             queue=queue,
             order=board.target.settings.order_of(queue).value,
-            depth=store.depth(queue, now_ms),
+            depth=board.counts.depth(queue, now_ms),
             control=store.control(queue),
             claim_lanes=board.target.settings.claim_lanes,
             lanes_held=store.claim_lanes_held(queue),
@@ -86,12 +89,18 @@ class Listing:
     examined: int  # tasks read to find these (more than shown when filtering)
 
 
+# States no index holds: listing them is a table Scan, which the board never makes inside a request.
+NOT_INDEXED = (TaskStatus.SUCCESS.value, TaskStatus.SHED.value)
+
+
 def list_tasks(board: Board, wanted: TaskFilter, limit: int, token: str | None) -> Listing:
     """A page of the listing in the queue's order (``TaskStore.list_tasks``), filtered. Unfiltered: one store page.
     Filtered: store pages of ``limit`` until ``limit`` tasks match or FILTER_BUDGET were read; every match of the
     last page read is kept (a page may show up to 2 x limit - 1), so the next token never skips a match."""
     found: list[Task] = []
     examined = 0
+    if wanted.state in NOT_INDEXED:
+        return Listing([], None, 0)  # the page says why, and what lists them
     while True:
         page = board.store.list_tasks(wanted.queue, wanted.state, limit, token)
         examined += len(page.tasks)
@@ -105,6 +114,8 @@ def filtered_ids(board: Board, wanted: TaskFilter) -> Iterator[str]:
     """Ids of every task the filter keeps, in listing order, reading at most FILTER_BUDGET tasks."""
     token: str | None = None
     examined = 0
+    if wanted.state in NOT_INDEXED:
+        return
     while examined < FILTER_BUDGET:
         page = board.store.list_tasks(wanted.queue, wanted.state, 100, token)
         examined += len(page.tasks)
@@ -172,6 +183,8 @@ class Matching:
     calls: list[WaitingCall]
     more_calls: bool
     queue: str
+    agents_age_s: float | None = None  # how old the agents' read is (None: the first read has not ended yet)
+    agents_error: str | None = None
 
 
 def matching_view(board: Board, now_ms: int, calls_shown: int = 100) -> Matching | None:
@@ -179,7 +192,9 @@ def matching_view(board: Board, now_ms: int, calls_shown: int = 100) -> Matching
         return None
     settings = board.agents.settings
     by_status: dict[str, list[Agent]] = {s.value: [] for s in AgentStatus}
-    for agent in board.agents.agents():
+    assert board.agents_seen is not None
+    seen, age, error = board.agents_seen.get()  # the agent table's Scan, made in the background
+    for agent in seen or ():
         by_status[agent.status.value].append(agent)
     by_status[AgentStatus.QUEUED.value].sort(key=lambda a: a.available_ms or 0)
     calls: list[WaitingCall] = []

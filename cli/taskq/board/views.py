@@ -75,7 +75,7 @@ def tasks() -> ResponseReturnValue:
     return render_template(
         "tasks.html", listing=listing, wanted=wanted, limit=limit, page_sizes=PAGE_SIZES, now_ms=_now_ms(),
         states=[s.value for s in TaskStatus], retryable=wanted.state in ("FAILURE", "CANCELLED"),
-        filter_budget=reads.FILTER_BUDGET,
+        filter_budget=reads.FILTER_BUDGET, not_indexed=wanted.state in reads.NOT_INDEXED,
     )
 
 
