@@ -1,14 +1,16 @@
-"""What the board's pages cost and change (issue 29): counts bounded in a request and made in full in the
+"""What the board's pages cost and change (issues 29 and 28): counts bounded in a request and made in full in the
 background, shared between tabs, marked when not exact; no Scan inside a request (SUCCESS / SHED listings, the
-agent table); the page says its read units."""
+agent table); the page says its read units; a read-only board receives no FailedEventsQueue message."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
 from taskq.board.counting import CountKeeper
@@ -113,3 +115,20 @@ def test_the_matching_page_reads_the_agent_table_in_the_background_only(store, c
     assert 'data-agent="ann"' in page and "data-agents-read=" in page
     browser.get("/matching")
     assert len([1 for name, _, _ in seen if name == "Scan"]) == 1  # read again only after AGENTS_EVERY_S
+
+
+# ---- issue 28: a read-only board changes nothing -----------------------------------------------------------------
+
+
+def test_a_read_only_board_does_not_receive_failed_events(store, clock, log):
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName="failed-events-ro")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"requestContext": {"condition": "RetriesExhausted"}}))
+    browser = Browser(make_board(store, clock, log, read_only=True, failed_events_url=url))
+
+    page = browser.get("/failed-events")
+
+    assert 'data-count="failed-visible">1<' in page and "taskq failed-events" in page
+    assert "RetriesExhausted" not in page  # the message was not read
+    [message] = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+    assert message["Attributes"]["ApproximateReceiveCount"] == "1"  # this receive is its first

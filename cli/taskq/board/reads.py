@@ -208,19 +208,39 @@ def matching_view(board: Board, now_ms: int, calls_shown: int = 100) -> Matching
             except InvalidAgentInput as exc:
                 key = f"none: {exc}"
             calls.append(WaitingCall(task, key, max(0, now_ms - task.created_ms)))
-    return Matching(by_status, calls, more, settings.queue)
+    return Matching(by_status, calls, more, settings.queue, age, error)
 
 
 # ---- FailedEventsQueue ------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class QueueCounts:
+    """FailedEventsQueue's approximate counts (GetQueueAttributes): what a read-only board shows."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+
+
+def failed_events_counts(board: Board) -> QueueCounts | None:
+    """The queue's approximate counts, read without receiving a message (nothing about a message changes)."""
+    target = board.failed_events
+    if target is None:
+        return None
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
+    found = target.client("sqs").get_queue_attributes(QueueUrl=target.queue_url, AttributeNames=names)["Attributes"]
+    return QueueCounts(*(int(found.get(name, 0)) for name in names))
+
+
 def failed_events(board: Board) -> list[FailedEvent]:
     """The messages, read as ``taskq failed-events`` reads them: received with a short visibility timeout and made
-    visible again at once (reading deletes nothing)."""
+    visible again at once (reading deletes nothing). A read-only board receives nothing: receiving a message
+    changes its visibility and its receive count (``failed_events_counts`` instead)."""
     from taskq.failed_events_command import release
 
     target = board.failed_events
-    if target is None:
+    if target is None or board.read_only:
         return []
     sqs = target.client("sqs")
     messages = [parse(m) for m in receive_all(sqs, target.queue_url, FAILED_EVENTS_SHOWN, 30, 0)]

@@ -119,4 +119,6 @@ def matching_fragment() -> ResponseReturnValue:
 
 @pages.get("/failed-events")
 def failed_events() -> ResponseReturnValue:
-    return render_template("failed_events.html", messages=reads.failed_events(board()))
+    if board().read_only:  # counts only: receiving a message would change it
+        return render_template("failed_events.html", messages=[], counts=reads.failed_events_counts(board()))
+    return render_template("failed_events.html", messages=reads.failed_events(board()), counts=None)
