@@ -64,6 +64,7 @@ def create_app(board: Board, *, secret_key: bytes | None = None, refresh_seconds
     def page_context() -> dict[str, Any]:
         return {
             "meter": board.meter,
+            "task_url": views.task_url,
             "count_cap": f"{board.counts.cap:,}",
             "agents_every_s": AGENTS_EVERY_S,
             "board": board,
