@@ -319,6 +319,7 @@ def board_section() -> str:
     if not path.exists():
         return ""
     rows = ["| engine, tasks in queue work | GET / median, s | of which depth('work'), s |", "|---|---:|---:|"]
+    costs: list[str] = []
     title = page = ""
     for line in path.read_text().splitlines():
         cells = [c.strip() for c in line.split("|")]
@@ -328,9 +329,13 @@ def board_section() -> str:
             page = cells[2]
         elif line.startswith("| of which") and title:
             rows.append(f"| {title} | {page} | {cells[2]} |")
+        elif line.startswith("| DynamoDB $ per hour") and title:
+            costs.append(f"| {title} | {cells[2]} | {cells[3]} |")
+    if costs:
+        costs[:0] = ["", "| one page open | DynamoDB $ an hour, before | after |", "|---|---:|---:|"]
     return "\n".join(["## The queue board with a big queue", "",
                       "From [bench/results-board.md](results-board.md) (bench/board_bench.py; commands and dates there):",
-                      "", *rows, ""])
+                      "", *rows, *costs, ""])
 
 
 def scale_markdown(r: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import boto3
 
 from taskq.board.app import create_app
+from taskq.board.counting import CAP, BackgroundValue, CountKeeper
 from taskq.board.metrics import EmfLogMetrics
 from taskq.board.services import Board
 from taskq.connection import Connection, Target
@@ -22,11 +23,17 @@ TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
 def make_board(store: TaskStore, clock: Any, log: Path, *, read_only: bool = False, agents: AgentStore | None = None,
-               failed_events_url: str | None = None) -> Board:
+               failed_events_url: str | None = None, background: bool = False, cap: int = CAP) -> Board:
+    """A board whose counts are read again at every request (no sharing window) and, unless ``background``, whose
+    background reads (full counts, the agent table's Scan) are made when asked for, in the asking thread, so a
+    test sees them at once."""
     connection = Connection(boto3.session.Session(), None, None, {})
     target = Target(connection, store.settings, store, clock)
     failed = FailedEventsTarget(connection.session, None, failed_events_url) if failed_events_url else None
-    return Board(target, read_only, EmfLogMetrics(log), agents, failed, "test table")
+    counts = CountKeeper(store, clock.now_ms, cap=cap, fresh_s=0, background=background)
+    seen = None if agents is None else BackgroundValue(agents.agents, 0 if not background else 30, "agents",
+                                                      background=background)
+    return Board(target, read_only, EmfLogMetrics(log), agents, failed, "test table", counts=counts, agents_seen=seen)
 
 
 class Browser:

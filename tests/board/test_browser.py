@@ -239,3 +239,21 @@ def test_an_action_without_the_token_is_refused(stack, board_url, page):
     # And a request made outside the page (another site's form, a script): refused the same way.
     response = page.request.post(board_url + "actions/resume", form={"queue": "work"})
     assert response.status == 400 and store.is_paused("work")
+
+
+def test_a_task_whose_id_has_slashes_dots_and_question_marks_opens_and_cancels(stack, board_url, page):
+    """Issue 28: any id the schema allows has a page; chromium resolves "." and ".." segments and merges nothing
+    it is not told to, so the links must survive a real browser's URL parser."""
+    from playwright.sync_api import expect
+
+    store = stack["store"]
+    odd = ["browser/a/b", "browser?x=1&y=%2F", "..", "a/../browser", "ünï code"]
+    create(store, int(time.time() * 1000), len(odd), priority=998, taskIds=odd)
+    for task_id in odd:
+        page.goto(board_url + "tasks?queue=work&state=PENDING&limit=100")
+        page.locator("tr[data-task] a").get_by_text(task_id, exact=True).click()
+        expect(page.locator("#task-id")).to_have_text(task_id)
+        page.locator('[data-action="cancel"]').click()
+        expect(page.locator(".flash.ok")).to_contain_text(f"cancelled {task_id}")
+        expect(page.locator("#task-id")).to_have_text(task_id)
+        assert store.get(task_id).status.value == "CANCELLED"

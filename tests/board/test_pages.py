@@ -87,3 +87,17 @@ def test_the_board_reads_the_function_log_the_local_stack_writes():
     from taskq.board.services import LOCAL_FUNCTION_LOG
 
     assert LOCAL_FUNCTION_LOG == FUNCTION_LOG.name
+
+
+def test_count_partition_stops_at_its_cap_and_agrees_with_depth_without_one(store, clock):
+    now = clock.now_ms()
+    create(store, now, 7)
+    create(store, now, 2, ttlSeconds=2)
+    clock.advance(3)
+    [ready] = [p for p in store.depth_partitions("work") if p.state == "ready"]
+    capped = store.count_partition(ready, clock.now_ms(), 4)
+    assert (capped.complete, capped.total) == (False, 4)
+    full = store.count_partition(ready, clock.now_ms())
+    depth = store.depth("work")
+    assert (full.complete, full.live, full.total - full.live) == (True, depth.ready, depth.expired) == (True, 7, 2)
+    assert {p.state for p in store.depth_partitions("work")} == {"ready", "delayed", "taken", "failure", "cancelled"}

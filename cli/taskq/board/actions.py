@@ -23,6 +23,7 @@ from flask.typing import ResponseReturnValue
 
 from taskq.board import reads
 from taskq.board.services import Board
+from taskq.board.views import task_id_of, task_url
 from taskq.task_commands import wake
 from taskqueue.core.errors import InvalidTaskInput, TaskQueueError
 from taskqueue.core.states import TaskStatus
@@ -46,6 +47,7 @@ def refuse_when_read_only() -> None:
 
 def back(default: str = "/") -> ResponseReturnValue:
     """Redirect to the form's ``next`` when it is a path on this board, else to ``default``."""
+    board().counts.forget()  # the next page counts again what the action may have changed
     target = request.form.get("next", "")
     if not target.startswith("/") or target.startswith("//") or "\\" in target:
         target = default
@@ -77,8 +79,10 @@ def _woken(queues: list[str], reason: str) -> str:
 
 
 @blueprint.post("/tasks/<task_id>/retry")
-def retry(task_id: str) -> ResponseReturnValue:
-    page = f"/tasks/{task_id}"
+@blueprint.post("/task/retry", endpoint="retry_by_query")
+def retry(task_id: str | None = None) -> ResponseReturnValue:
+    task_id = task_id_of(task_id)
+    page = task_url(task_id)
     try:
         task = board().store.redrive(task_id)
     except TaskQueueError as exc:
@@ -87,8 +91,10 @@ def retry(task_id: str) -> ResponseReturnValue:
 
 
 @blueprint.post("/tasks/<task_id>/cancel")
-def cancel(task_id: str) -> ResponseReturnValue:
-    page = f"/tasks/{task_id}"
+@blueprint.post("/task/cancel", endpoint="cancel_by_query")
+def cancel(task_id: str | None = None) -> ResponseReturnValue:
+    task_id = task_id_of(task_id)
+    page = task_url(task_id)
     try:
         task = board().store.cancel(task_id)
     except TaskQueueError as exc:
@@ -97,8 +103,10 @@ def cancel(task_id: str) -> ResponseReturnValue:
 
 
 @blueprint.post("/tasks/<task_id>/reprioritize")
-def reprioritize(task_id: str) -> ResponseReturnValue:
-    page = f"/tasks/{task_id}"
+@blueprint.post("/task/reprioritize", endpoint="reprioritize_by_query")
+def reprioritize(task_id: str | None = None) -> ResponseReturnValue:
+    task_id = task_id_of(task_id)
+    page = task_url(task_id)
     raw = request.form.get("priority", "").strip()
     try:
         if not raw.isdigit():
@@ -110,8 +118,10 @@ def reprioritize(task_id: str) -> ResponseReturnValue:
 
 
 @blueprint.post("/tasks/<task_id>/touch")
-def touch(task_id: str) -> ResponseReturnValue:
-    page = f"/tasks/{task_id}"
+@blueprint.post("/task/touch", endpoint="touch_by_query")
+def touch(task_id: str | None = None) -> ResponseReturnValue:
+    task_id = task_id_of(task_id)
+    page = task_url(task_id)
     try:
         task = board().store.touch(task_id)
     except TaskQueueError as exc:

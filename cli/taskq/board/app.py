@@ -24,7 +24,7 @@ from werkzeug.exceptions import HTTPException, SecurityError
 
 from taskq import failed_events, output
 from taskq.board import actions, assets, views
-from taskq.board.services import Board
+from taskq.board.services import AGENTS_EVERY_S, Board
 from taskq.connection import CliError
 from taskqueue.core.errors import TaskNotFound, TaskQueueError
 
@@ -56,9 +56,17 @@ def create_app(board: Board, *, secret_key: bytes | None = None, refresh_seconds
     app.register_blueprint(actions.blueprint)
     app.register_blueprint(assets.blueprint)
 
+    @app.before_request
+    def meter_this_request() -> None:
+        board.meter.start()  # the page says what its own reads cost
+
     @app.context_processor
     def page_context() -> dict[str, Any]:
         return {
+            "meter": board.meter,
+            "task_url": views.task_url,
+            "count_cap": f"{board.counts.cap:,}",
+            "agents_every_s": AGENTS_EVERY_S,
             "board": board,
             "read_only": board.read_only,
             "htmx": assets.htmx_available(),

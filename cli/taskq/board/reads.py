@@ -1,9 +1,12 @@
 """What the board's pages show, read through the store and the agent store: per-queue rows, filtered task
 listings, a task's timeline, the matching queue, FailedEventsQueue. The HTTP side (views.py) only renders these.
 
-Counts are COUNT queries on the indexes (``TaskStore.depth``) and the functions' metrics; nothing here scans the
-queue table. Filtering by priority or error text reads the listing's pages (the index order) and keeps what
-matches, a bounded number of tasks per request, and says so.
+Counts are COUNT queries on the indexes, bounded in a request and shared between tabs (counting.py), and the
+functions' metrics; no request scans a table (the agent table is scanned in the background, at most every
+``services.AGENTS_EVERY_S``; SUCCESS and SHED, which no index holds, are not listed). Filtering by priority or
+error text reads the listing's pages (the index order) and keeps what matches, a bounded number of tasks per
+request, and says so. A read-only board reads FailedEventsQueue's counts, never its messages (receiving one changes
+its visibility and receive count).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from taskq.board.counting import BoardDepth
 from taskq.board.metrics import QueueSeries
 from taskq.board.services import Board
 from taskq.failed_events import FailedEvent, parse, receive_all
@@ -20,10 +24,13 @@ from taskqueue.core.states import TaskStatus
 from taskqueue.matching import rules as matching
 from taskqueue.matching.agents import Agent, AgentStatus
 from taskqueue.store import QueueControl
-from taskqueue.store.counts import QueueDepth
 
 # Tasks a filtered listing (or a retry of a filtered set) reads per request, at most.
 FILTER_BUDGET = 1000
+# Waiting calls the matching page shows at each refresh: each is read with a consistent GetItem (1 read unit), so
+# 100 of them cost 100 units a refresh, ~$0.015 an hour with the page open; 25 cost a quarter (the task list has
+# the rest).
+CALLS_SHOWN = 25
 # Messages of FailedEventsQueue the page reads (and makes visible again at once).
 FAILED_EVENTS_SHOWN = 100
 
@@ -32,7 +39,7 @@ FAILED_EVENTS_SHOWN = 100
 class QueueRow:
     queue: str
     order: str
-    depth: QueueDepth
+    depth: BoardDepth
     control: QueueControl
     claim_lanes: int
     lanes_held: int
@@ -47,7 +54,7 @@ def queue_rows(board: Board, now_ms: int) -> list[QueueRow]:
         rows.append(QueueRow(
             queue=queue,
             order=board.target.settings.order_of(queue).value,
-            depth=store.depth(queue, now_ms),
+            depth=board.counts.depth(queue, now_ms),
             control=store.control(queue),
             claim_lanes=board.target.settings.claim_lanes,
             lanes_held=store.claim_lanes_held(queue),
@@ -86,12 +93,18 @@ class Listing:
     examined: int  # tasks read to find these (more than shown when filtering)
 
 
+# States no index holds: listing them is a table Scan, which the board never makes inside a request.
+NOT_INDEXED = (TaskStatus.SUCCESS.value, TaskStatus.SHED.value)
+
+
 def list_tasks(board: Board, wanted: TaskFilter, limit: int, token: str | None) -> Listing:
     """A page of the listing in the queue's order (``TaskStore.list_tasks``), filtered. Unfiltered: one store page.
     Filtered: store pages of ``limit`` until ``limit`` tasks match or FILTER_BUDGET were read; every match of the
     last page read is kept (a page may show up to 2 x limit - 1), so the next token never skips a match."""
     found: list[Task] = []
     examined = 0
+    if wanted.state in NOT_INDEXED:
+        return Listing([], None, 0)  # the page says why, and what lists them
     while True:
         page = board.store.list_tasks(wanted.queue, wanted.state, limit, token)
         examined += len(page.tasks)
@@ -105,6 +118,8 @@ def filtered_ids(board: Board, wanted: TaskFilter) -> Iterator[str]:
     """Ids of every task the filter keeps, in listing order, reading at most FILTER_BUDGET tasks."""
     token: str | None = None
     examined = 0
+    if wanted.state in NOT_INDEXED:
+        return
     while examined < FILTER_BUDGET:
         page = board.store.list_tasks(wanted.queue, wanted.state, 100, token)
         examined += len(page.tasks)
@@ -172,14 +187,18 @@ class Matching:
     calls: list[WaitingCall]
     more_calls: bool
     queue: str
+    agents_age_s: float | None = None  # how old the agents' read is (None: the first read has not ended yet)
+    agents_error: str | None = None
 
 
-def matching_view(board: Board, now_ms: int, calls_shown: int = 100) -> Matching | None:
+def matching_view(board: Board, now_ms: int, calls_shown: int = CALLS_SHOWN) -> Matching | None:
     if board.agents is None:
         return None
     settings = board.agents.settings
     by_status: dict[str, list[Agent]] = {s.value: [] for s in AgentStatus}
-    for agent in board.agents.agents():
+    assert board.agents_seen is not None
+    seen, age, error = board.agents_seen.get()  # the agent table's Scan, made in the background
+    for agent in seen or ():
         by_status[agent.status.value].append(agent)
     by_status[AgentStatus.QUEUED.value].sort(key=lambda a: a.available_ms or 0)
     calls: list[WaitingCall] = []
@@ -193,19 +212,39 @@ def matching_view(board: Board, now_ms: int, calls_shown: int = 100) -> Matching
             except InvalidAgentInput as exc:
                 key = f"none: {exc}"
             calls.append(WaitingCall(task, key, max(0, now_ms - task.created_ms)))
-    return Matching(by_status, calls, more, settings.queue)
+    return Matching(by_status, calls, more, settings.queue, age, error)
 
 
 # ---- FailedEventsQueue ------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class QueueCounts:
+    """FailedEventsQueue's approximate counts (GetQueueAttributes): what a read-only board shows."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+
+
+def failed_events_counts(board: Board) -> QueueCounts | None:
+    """The queue's approximate counts, read without receiving a message (nothing about a message changes)."""
+    target = board.failed_events
+    if target is None:
+        return None
+    names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"]
+    found = target.client("sqs").get_queue_attributes(QueueUrl=target.queue_url, AttributeNames=names)["Attributes"]
+    return QueueCounts(*(int(found.get(name, 0)) for name in names))
+
+
 def failed_events(board: Board) -> list[FailedEvent]:
     """The messages, read as ``taskq failed-events`` reads them: received with a short visibility timeout and made
-    visible again at once (reading deletes nothing)."""
+    visible again at once (reading deletes nothing). A read-only board receives nothing: receiving a message
+    changes its visibility and its receive count (``failed_events_counts`` instead)."""
     from taskq.failed_events_command import release
 
     target = board.failed_events
-    if target is None:
+    if target is None or board.read_only:
         return []
     sqs = target.client("sqs")
     messages = [parse(m) for m in receive_all(sqs, target.queue_url, FAILED_EVENTS_SHOWN, 30, 0)]

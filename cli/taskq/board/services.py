@@ -5,15 +5,20 @@ every read and action goes through the same adapters and functions as the ``task
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from taskq.board.metrics import CloudWatchMetrics, EmfLogMetrics, MetricsSource
+from taskq.board.counting import BackgroundValue, CountKeeper, ReadMeter
+from taskq.board.metrics import CachedMetrics, CloudWatchMetrics, EmfLogMetrics, MetricsSource
 from taskq.connection import Target
 from taskq.failed_events import FailedEventsTarget
 from taskqueue.core.errors import ConfigError
 from taskqueue.matching import rules as matching
 from taskqueue.matching.agents import AgentStore
+
+# The agent table is scanned (the matching page) in the background, at most this often.
+AGENTS_EVERY_S = 30.0
 
 # The local stack writes every function's output here, beside its stack file (local/stack.py FUNCTION_LOG; a test
 # checks the two names agree).
@@ -31,6 +36,20 @@ class Board:
     agents: AgentStore | None
     failed_events: FailedEventsTarget | None
     where: str  # the stack, for the page's title
+    counts: CountKeeper = field(default=None)  # type: ignore[assignment] - made in __post_init__ when not given
+    meter: ReadMeter = field(default_factory=ReadMeter)
+    agents_seen: BackgroundValue[Any] | None = None
+
+    def __post_init__(self) -> None:
+        """Every DynamoDB read of the board is metered; the counts and the agent table's scan are shared by every
+        tab and request (counting.py)."""
+        self.meter.attach(getattr(self.target.store, "_db", None))
+        if self.agents is not None:
+            self.meter.attach(getattr(self.agents, "_db", None))
+            if self.agents_seen is None:
+                self.agents_seen = BackgroundValue(self.agents.agents, AGENTS_EVERY_S, "agents")
+        if self.counts is None:
+            self.counts = CountKeeper(self.target.store, self.target.clock.now_ms)
 
     @property
     def store(self):  # noqa: ANN201 - TaskStore; property kept untyped to avoid importing the store only for it
@@ -63,7 +82,7 @@ def metrics_source(t: Target, function_log: Path | None = None) -> MetricsSource
         function_log = Path(stack.source).parent / LOCAL_FUNCTION_LOG
     if function_log is not None:
         return EmfLogMetrics(function_log)
-    return CloudWatchMetrics(t.client("cloudwatch"))
+    return CachedMetrics(CloudWatchMetrics(t.client("cloudwatch")))
 
 
 def agent_store(t: Target, agent_table_name: str | None) -> AgentStore | None:

@@ -15,6 +15,26 @@ pages = Blueprint("pages", __name__)
 PAGE_SIZES = (20, 50, 100)
 
 
+def task_url(task_id: str, action: str | None = None) -> str:
+    """The URL of a task's page (``action`` None) or of an action on it, for any id the CreateTasks schema allows
+    (1-200 printable characters but '#'). The id is percent-encoded in the path (``/tasks/<id>``) unless the path
+    cannot carry it: an id with '/' (no route of one segment matches it, and a browser merges or resolves its
+    segments) or an id that is "." or ".." (a browser resolves those away, encoded or not). Those go in the query
+    string (``/task?id=<id>``), which a browser passes as it is."""
+    if "/" not in task_id and task_id not in (".", ".."):
+        return url_for(f"actions.{action}" if action else "pages.task", task_id=task_id)
+    return url_for(f"actions.{action}_by_query" if action else "pages.task_by_query", id=task_id)
+
+
+def task_id_of(task_id: str | None) -> str:
+    """The id from the path, or from ``?id=`` (see ``task_url``)."""
+    if task_id is None:
+        task_id = request.args.get("id", "")
+        if not task_id:
+            raise InvalidTaskInput("no task id: pass ?id=<task id>")
+    return task_id
+
+
 def board() -> Board:
     return current_app.extensions["board"]
 
@@ -75,7 +95,7 @@ def tasks() -> ResponseReturnValue:
     return render_template(
         "tasks.html", listing=listing, wanted=wanted, limit=limit, page_sizes=PAGE_SIZES, now_ms=_now_ms(),
         states=[s.value for s in TaskStatus], retryable=wanted.state in ("FAILURE", "CANCELLED"),
-        filter_budget=reads.FILTER_BUDGET,
+        filter_budget=reads.FILTER_BUDGET, not_indexed=wanted.state in reads.NOT_INDEXED,
     )
 
 
@@ -84,13 +104,14 @@ def search() -> ResponseReturnValue:
     text = (request.args.get("q") or "").strip()
     found = reads.search(board(), text) if text else []
     if len(found) == 1 and found[0].task_id == text:
-        return redirect(url_for("pages.task", task_id=text))
+        return redirect(task_url(text))
     return render_template("search.html", text=text, found=found, now_ms=_now_ms())
 
 
 @pages.get("/tasks/<task_id>")
-def task(task_id: str) -> ResponseReturnValue:
-    item = board().store.get(task_id)
+@pages.get("/task", endpoint="task_by_query")
+def task(task_id: str | None = None) -> ResponseReturnValue:
+    item = board().store.get(task_id_of(task_id))
     now = _now_ms()
     return render_template("task.html", task=item, timeline=reads.timeline(item, now), now_ms=now)
 
@@ -119,4 +140,6 @@ def matching_fragment() -> ResponseReturnValue:
 
 @pages.get("/failed-events")
 def failed_events() -> ResponseReturnValue:
-    return render_template("failed_events.html", messages=reads.failed_events(board()))
+    if board().read_only:  # counts only: receiving a message would change it
+        return render_template("failed_events.html", messages=[], counts=reads.failed_events_counts(board()))
+    return render_template("failed_events.html", messages=reads.failed_events(board()), counts=None)
