@@ -1,6 +1,7 @@
 """How fast the board's queues page answers with a big queue: fill queue `work` with N PENDING tasks (BatchWriteItem
 through the store, the path CreateTasks takes), then time GET / of a running board (median of several requests)
 and TaskStore.depth alone, and write bench/results-board.md.
+Just over 400 lines: the two measurements (the page's speed, its read costs) share the fill and the board set-up.
 
 Two engines, one run each (the page and the code are the same; only the DynamoDB behind them differs):
 

@@ -27,7 +27,7 @@ CONCURRENCY: dict[str, str] = {
 PRESENCE: dict[str, str] = {"AgentTimeoutSeconds": "0"}
 # The fake legacy system runs the tasks: the template names no runner (a deploy without one claims nothing), and
 # the demo, the local stack, the tests and the benchmarks run the fake one they were measured with.
-RUNNER: dict[str, str] = {"TaskRunner": "taskqueue.work.runner:fake_legacy_system"}
+RUNNER: dict[str, str] = {"TaskRunner": "taskqueue.runner:fake_legacy_system"}
 # `make up` (python -m local up): all of these, under whatever --param-overrides says.
 LOCAL_STACK: dict[str, str] = {**SCHEDULE, **CONCURRENCY, **PRESENCE, **RUNNER}
 # `make demo` scenarios of the work queue: the same but PRESENCE; the call-center scenario turns the schedule off

@@ -94,6 +94,6 @@ def test_the_template_names_no_runner_and_every_local_configuration_runs_the_fak
     legacy system themselves (the e2e engines' parameters too)."""
     from tests.e2e.conftest import FAST
 
-    assert default_of("TaskRunner") == "" and RUNNER == {"TaskRunner": "taskqueue.work.runner:fake_legacy_system"}
+    assert default_of("TaskRunner") == "" and RUNNER == {"TaskRunner": "taskqueue.runner:fake_legacy_system"}
     for name, parameters in [*configurations(), ("e2e", FAST)]:
         assert parameters.get("TaskRunner") == RUNNER["TaskRunner"], name

@@ -54,7 +54,7 @@ def test_failure_rate_is_honoured():
 
 
 def test_load_runner_imports_module_callable():
-    assert load_runner("taskqueue.work.runner:fake_legacy_system").__name__ == "fake_legacy_system"
+    assert load_runner("taskqueue.runner:fake_legacy_system").__name__ == "fake_legacy_system"
 
 
 @pytest.mark.parametrize("spec,message", [("no.such.module:run", "there is no module 'no.such.module'.*put it in runner/"),
@@ -65,7 +65,7 @@ def test_load_runner_errors_name_the_setting(spec, message):
 
 
 def test_the_fake_runner_is_built_from_the_settings_handed_in():
-    settings = Settings(queue_table_name="t", task_runner="taskqueue.work.runner:fake_legacy_system", runner_capacity=7,
+    settings = Settings(queue_table_name="t", task_runner="taskqueue.runner:fake_legacy_system", runner_capacity=7,
                         fake_runner_duration_seconds=2, fake_runner_failure_rate=0.25)
     runner = build_runner(settings)
     assert isinstance(runner, FakeLegacySystem)

@@ -22,7 +22,7 @@ from taskqueue.core.errors import InvalidAgentInput, TaskNotFound
 from taskqueue.core.model import Task
 from taskqueue.core.states import TaskStatus
 from taskqueue.matching.agents import Agent, AgentStatus
-from taskqueue.matching.rules import rules as matching
+from taskqueue.matching import rules as matching
 from taskqueue.store import QueueControl
 
 # Tasks a filtered listing (or a retry of a filtered set) reads per request, at most.

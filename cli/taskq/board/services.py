@@ -15,7 +15,7 @@ from taskq.connection import Target
 from taskq.failed_events import FailedEventsTarget
 from taskqueue.core.errors import ConfigError
 from taskqueue.matching.agents import AgentStore
-from taskqueue.matching.rules import rules as matching
+from taskqueue.matching import rules as matching
 
 # The agent table is scanned (the matching page) in the background, at most this often.
 AGENTS_EVERY_S = 30.0

@@ -330,5 +330,5 @@ def _runner_spec(raw: str) -> str:
         return raw  # no runner (the template's default)
     module, sep, attr = raw.partition(":")
     if not sep or not module or not attr:
-        raise ValueError("must be module:callable, e.g. taskqueue.work.runner:fake_legacy_system")
+        raise ValueError("must be module:callable, e.g. taskqueue.runner:fake_legacy_system")
     return raw
