@@ -21,8 +21,8 @@ from taskq.failed_events import FailedEvent, parse, receive_all
 from taskqueue.core.errors import InvalidAgentInput, TaskNotFound
 from taskqueue.core.model import Task
 from taskqueue.core.states import TaskStatus
-from taskqueue.matching.agents import Agent, AgentStatus
 from taskqueue.matching import rules as matching
+from taskqueue.matching.agents import Agent, AgentStatus
 from taskqueue.store import QueueControl
 
 # Tasks a filtered listing (or a retry of a filtered set) reads per request, at most.

@@ -14,8 +14,8 @@ from taskq.board.metrics import CachedMetrics, CloudWatchMetrics, EmfLogMetrics,
 from taskq.connection import Target
 from taskq.failed_events import FailedEventsTarget
 from taskqueue.core.errors import ConfigError
-from taskqueue.matching.agents import AgentStore
 from taskqueue.matching import rules as matching
+from taskqueue.matching.agents import AgentStore
 
 # The agent table is scanned (the matching page) in the background, at most this often.
 AGENTS_EVERY_S = 30.0
