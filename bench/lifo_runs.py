@@ -92,16 +92,16 @@ class CountingNotifier:
         self.tail_calls = 0
         self.wakeups = 0
 
-    def wake(self, queue: str, reason: str = "tail-call", **_attributes: Any) -> str:
+    def relay_wakeup(self, queue: str, reason: str = "tail-call", **_attributes: Any) -> str:
         self.tail_calls += 1
         return "stub"
 
-    def wake_worker(self, queue: str, reason: str, **_attributes: Any) -> str:
+    def publish_wakeup(self, queue: str, reason: str, **_attributes: Any) -> str:
         self.wakeups += 1
         return "stub"
 
-    def wake_queue(self, queue: str, reason: str, *_correlation: Any) -> str:
-        return self.wake_worker(queue, reason)
+    def send_wakeup(self, queue: str, reason: str, *_correlation: Any) -> str:
+        return self.publish_wakeup(queue, reason)
 
 
 class ProductLifo:
@@ -126,7 +126,7 @@ class ProductLifo:
         """A producer's request as CreateTasks makes it: the tasks, then the wake-up handshake (its record writes
         are metered; what its wake-ups cause is the invocation model's business)."""
         request = parse_create_request({"queue": QUEUE, "count": count, "ttlSeconds": self.ttl_seconds}, self.settings)
-        create_tasks(request, self.store, self.clock.now_ms(), None, self.services.waker)
+        create_tasks(request, self.store, self.clock.now_ms(), None, self.services.handshake)
 
     def invoke_worker(self) -> Any:
         process, _ = handlers()

@@ -227,7 +227,7 @@ def wake(t: Target, queues: Sequence[str], disabled: bool, reason: str) -> tuple
     if notifier is None:
         return [], "TriggerTopic unknown (use --stack-name or --trigger-topic-arn): the safety-net schedule will wake the worker"
     for queue in queues:
-        notifier.wake(queue, reason=reason)
+        notifier.relay_wakeup(queue, reason=reason)
     return queues, f"woke {', '.join(queues)} through TriggerTopic"
 
 

@@ -106,7 +106,7 @@ def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
         return {"queueKey": key, "depth": agents.depth(key)}
     wakeup = None
     if outcome in QUEUES_AGENT:  # a Matcher may now match a waiting call with this agent: tell it at once
-        wakeup = svc.base.waker.after_write(svc.match_settings.queue, reason="agent-available", only_if_waiting=True)
+        wakeup = svc.base.handshake.after_write(svc.match_settings.queue, reason="agent-available", only_if_waiting=True)
     metrics.add_dimension(name="queue", value=svc.match_settings.queue)
     metrics.add_metric(name="AgentEvents", unit=MetricUnit.Count, value=1)
     if wakeup == WOKEN:

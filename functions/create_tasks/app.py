@@ -39,7 +39,7 @@ def handle(event: Any, svc: Services, request_id: str | None = None) -> dict[str
     # Event, whose detail is always {}: the default request.
     request = parse_create_event(event, svc.settings)
     # Then wakes the queue's worker itself unless one watches the queue (the wake-up handshake).
-    summary = create_tasks(request, svc.store, svc.clock.now_ms(), request_id, svc.waker)
+    summary = create_tasks(request, svc.store, svc.clock.now_ms(), request_id, svc.handshake)
     metrics.add_dimension(name="queue", value=request.queue)
     metrics.add_metric(name="TasksCreated", unit=MetricUnit.Count, value=summary.created)
     metrics.add_metric(name="Wakeups", unit=MetricUnit.Count, value=int(summary.wakeup == WOKEN))

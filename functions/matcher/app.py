@@ -69,7 +69,7 @@ def run_matcher(
     matcher = Matcher(svc.base.store, svc.agents, owner=owner, clock=svc.base.clock)
     report = matcher.run(budget_seconds)
     if report.work_remains:  # a tail call: unless a producer's wake-up is on its way, or a matcher watches already
-        svc.base.waker.if_idle(report.queue, "tail-call", correlation)
+        svc.base.handshake.if_idle(report.queue, "tail-call", correlation)
     emit_metrics(report)
     logger.info("matcher finished", extra={k: v for k, v in asdict(report).items() if k != "wait_times_ms"})
     return report

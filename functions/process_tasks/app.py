@@ -76,7 +76,7 @@ def handle(
         return no_runner(queue)
     worker = Worker(
         svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock,
-        call_for_help=lambda q: svc.notifier.wake_queue(q, "help", correlation),
+        call_for_help=lambda q: svc.notifier.send_wakeup(q, "help", correlation),
     )
     # Claims stop at the time budget, and each claim is of a task that can finish in this invocation (run_time).
     report = worker.run(
@@ -84,7 +84,7 @@ def handle(
         hold_seconds=remaining_seconds,
     )
     if report.work_remains:  # a tail call: unless a producer's wake-up is on its way, or a worker watches already
-        svc.waker.if_idle(queue, "tail-call", correlation)
+        svc.handshake.if_idle(queue, "tail-call", correlation)
     emit_metrics(report)
     logger.info("worker finished", extra={k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
     return report

@@ -35,7 +35,7 @@ from taskqueue.core.correlation import Correlation, log_under, of_event
 from taskqueue.core.errors import InvalidEvent, InvalidInput
 from taskqueue.core.stream import ChangeKind, classify
 from taskqueue.services import Services
-from taskqueue.wakeups.backstop import Wakeups, relay
+from taskqueue.wakeups.backstop import Backstop, relay
 from taskqueue.wakeups.safety_net import run_safety_net
 
 logger = Logger()
@@ -59,7 +59,7 @@ class NotProcessed(Exception):
 
 def handle_stream(event: Mapping[str, Any], context: LambdaContext, svc: Services) -> dict[str, Any]:
     # The stream is the backstop of the producers' own wake-ups: it wakes only a queue nobody watches.
-    wakeups = Wakeups(svc.notifier, "stream", svc.waker)
+    wakeups = Backstop(svc.notifier, "stream", svc.handshake)
     counts: Counter[tuple[str, str]] = Counter()  # (metric, queue) -> count, emitted when the batch is done
     first_failure: list[str] = []
 

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from taskq import watch
+from taskq import watch_command as watch
 from taskq.main import main
-from taskq.watch import QueueSample, Sample, refresh, render
+from taskq.watch_command import QueueSample, Sample, refresh, render
 from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.store import TaskStore
 from tests.conftest import TABLE, make_settings

@@ -18,7 +18,7 @@ from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.notify import Notifier
-from taskqueue.wakeups.producer import QueueWaker
+from taskqueue.wakeups.producer import ProducerHandshake
 from taskqueue.wakeups.safety_net import run_safety_net
 from taskqueue.wakeups.watch import STOPPED, LookAgain, Watch
 from taskqueue.work.worker import HELP_SECONDS, Worker
@@ -29,7 +29,7 @@ from tests.faults import FaultyClient
 def write(services: Services, queue: str = "work", count: int = 1) -> str:
     """A producer's create request, through the path CreateTasks takes: the tasks, then the handshake."""
     request = parse_create_request({"queue": queue, "count": count}, services.settings)
-    return create_tasks(request, services.store, services.clock.now_ms(), None, services.waker).wakeup
+    return create_tasks(request, services.store, services.clock.now_ms(), None, services.handshake).wakeup
 
 
 def put_silently(store: TaskStore, clock, queue: str = "work") -> str:
@@ -146,7 +146,7 @@ def test_a_lingering_worker_takes_work_written_meanwhile_in_the_same_run(dynamod
 
 def test_a_refused_publish_withdraws_the_claim_so_the_next_producer_wakes(services, settings, topics, clock):
     refusing = FaultyClient(boto3.client("sns")).fail("publish", "AuthorizationError")
-    failing = QueueWaker(services.store, Notifier(refusing, settings), clock)
+    failing = ProducerHandshake(services.store, Notifier(refusing, settings), clock)
     request = parse_create_request({"queue": "work"}, settings)
     assert create_tasks(request, services.store, clock.now_ms(), None, failing).wakeup == "failed"
     assert services.store.read_wake_record("work").wake_sent_ms is None

@@ -22,7 +22,7 @@ from moto import mock_aws
 from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.producer import QueueWaker
+from taskqueue.wakeups.producer import ProducerHandshake
 from taskqueue.wakeups.watch import STOPPED, Watch
 from tests.support import FakeClock, create_queue_table
 
@@ -33,7 +33,7 @@ class Published:
     def __init__(self) -> None:
         self.count = 0
 
-    def wake_queue(self, queue: str, reason: str, correlation: object = None) -> str:
+    def send_wakeup(self, queue: str, reason: str, correlation: object = None) -> str:
         self.count += 1
         return "published"
 
@@ -45,7 +45,7 @@ class World:
         self.clock = FakeClock()
         self.store = TaskStore(client, Settings(queue_table_name=table), self.clock)
         self.sns = Published()
-        self.waker = QueueWaker(self.store, self.sns, self.clock)  # type: ignore[arg-type]
+        self.handshake = ProducerHandshake(self.store, self.sns, self.clock)  # type: ignore[arg-type]
         # A worker that a wake-up started a while ago: it watches, and its last look may count for a stop.
         self.watch = Watch(self.store, "work", "worker", self.clock)
         assert self.watch.begin()
@@ -62,7 +62,7 @@ class World:
         self.written[producer] = task.task_id
 
     def touch(self, producer: str) -> None:
-        self.waker.after_write("work")
+        self.handshake.after_write("work")
         self.touched.add(self.written[producer])
 
     def look(self) -> None:

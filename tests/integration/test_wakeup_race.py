@@ -30,7 +30,7 @@ from taskqueue.core.model import parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.producer import QueueWaker
+from taskqueue.wakeups.producer import ProducerHandshake
 from taskqueue.work.worker import Worker
 from tests import dynamodb_local
 from tests.support import create_queue_table
@@ -58,8 +58,8 @@ class Lambda:
         self._idle = threading.Event()
         self._idle.set()
 
-    # the Notifier's face: what QueueWaker calls
-    def wake_queue(self, queue: str, reason: str, correlation: Any = None) -> str:
+    # the Notifier's face: what ProducerHandshake calls
+    def send_wakeup(self, queue: str, reason: str, correlation: Any = None) -> str:
         with self._lock:
             if self._running:
                 self._waiting += 1
@@ -78,7 +78,7 @@ class Lambda:
             store = self._make_store()
             report = Worker(store, self._run, capacity=3, owner=owner).run("work", 30)
             if report.work_remains:  # the handler's tail call, through the same handshake
-                QueueWaker(store, self, SystemClock()).if_idle("work", "tail-call")
+                ProducerHandshake(store, self, SystemClock()).if_idle("work", "tail-call")
         except BaseException as exc:  # noqa: BLE001 - reported by the test
             self.errors.append(exc)
         finally:
@@ -115,10 +115,10 @@ def race(make_client, settings: Settings, producers: int, tasks_each: int, gap: 
     def produce(seed: int) -> None:
         rng = random.Random(seed)
         store = make_store()
-        waker = QueueWaker(store, lam, SystemClock())  # type: ignore[arg-type]
+        handshake = ProducerHandshake(store, lam, SystemClock())  # type: ignore[arg-type]
         for _ in range(tasks_each):
             time.sleep(rng.uniform(*gap))
-            summary = create_tasks(parse_create_request({"queue": "work"}, settings), store, SystemClock().now_ms(), None, waker)
+            summary = create_tasks(parse_create_request({"queue": "work"}, settings), store, SystemClock().now_ms(), None, handshake)
             with created_lock:
                 created.extend(summary.task_ids)
 

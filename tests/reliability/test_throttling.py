@@ -87,7 +87,7 @@ WAKE_UP_NOT_SENT = "could not wake the queue after a write; the stream or the sa
 class PublishedWakeUps:
     """SNS in place for CreateTasks' wake-ups (this test is about DynamoDB throttling)."""
 
-    def wake_queue(self, queue: str, reason: str, correlation: Any = None) -> str:
+    def send_wakeup(self, queue: str, reason: str, correlation: Any = None) -> str:
         return "published"
 
 

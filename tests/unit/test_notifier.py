@@ -46,7 +46,7 @@ def notifier(sns: Sns, **kwargs: Any) -> tuple[Notifier, list[float]]:
 def test_a_refused_publish_is_tried_again_and_succeeds():
     sns = Sns(failures=PUBLISH_ATTEMPTS - 1)
     n, sleeps = notifier(sns)
-    assert n.wake_worker("work", "stream") == f"m-{PUBLISH_ATTEMPTS}"
+    assert n.publish_wakeup("work", "stream") == f"m-{PUBLISH_ATTEMPTS}"
     assert len(sns.calls) == PUBLISH_ATTEMPTS and n.retries == PUBLISH_ATTEMPTS - 1 and n.failures == 0
     assert sns.calls[0] == sns.calls[-1]  # the same message each time
     # Full jitter under a doubling, bounded ceiling.
@@ -60,7 +60,7 @@ def test_a_publish_refused_every_time_raises_after_the_last_attempt():
     sns = Sns(failures=100)
     n, sleeps = notifier(sns)
     with pytest.raises(PublishError, match=rf"queue 'work' on arn:aws:sns:us-east-1:1:trigger \({PUBLISH_ATTEMPTS} attempts\).*KMSThrottling"):
-        n.wake("work")
+        n.relay_wakeup("work")
     assert len(sns.calls) == PUBLISH_ATTEMPTS and len(sleeps) == PUBLISH_ATTEMPTS - 1
     assert n.failures == 1 and n.published == 0
     assert sum(sleeps) <= sum(min(PUBLISH_BACKOFF_MAX_SECONDS, PUBLISH_BACKOFF_SECONDS * 2**i) for i in range(PUBLISH_ATTEMPTS - 1))
@@ -71,18 +71,18 @@ def test_a_refusal_no_retry_can_change_is_not_tried_again(code):
     sns = Sns(failures=1, error=ClientError({"Error": {"Code": code, "Message": "no"}}, "Publish"))
     n, sleeps = notifier(sns)
     with pytest.raises(PublishError, match=r"\(1 attempt\)"):
-        n.wake_worker("work", "stream")
+        n.publish_wakeup("work", "stream")
     assert len(sns.calls) == 1 and sleeps == []
 
 
 def test_connection_errors_are_tried_again_and_bad_parameters_are_not():
     dropped = Sns(failures=1, error=EndpointConnectionError(endpoint_url="https://sns.us-east-1.amazonaws.com"))
     n, _ = notifier(dropped)
-    assert n.wake_worker("calls", "stream") == "m-2"
+    assert n.publish_wakeup("calls", "stream") == "m-2"
     invalid = Sns(failures=1, error=ParamValidationError(report="bad"))
     n, _ = notifier(invalid)
     with pytest.raises(PublishError):
-        n.wake_worker("calls", "stream")
+        n.publish_wakeup("calls", "stream")
     assert len(invalid.calls) == 1
 
 
@@ -90,7 +90,7 @@ def test_one_attempt_means_no_retry_and_zero_is_refused():
     sns = Sns(failures=1)
     n, _ = notifier(sns, attempts=1)
     with pytest.raises(PublishError):
-        n.wake_worker("work", "stream")
+        n.publish_wakeup("work", "stream")
     assert len(sns.calls) == 1
     with pytest.raises(ConfigError):
         Notifier(sns, SETTINGS, attempts=0)

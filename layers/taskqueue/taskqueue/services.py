@@ -15,7 +15,7 @@ from taskqueue.matching.agents import AgentStore
 from taskqueue.matching.rules import MatchSettings
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.notify import Notifier
-from taskqueue.wakeups.producer import QueueWaker
+from taskqueue.wakeups.producer import ProducerHandshake
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class Services:
         return cls(settings, TaskStore.from_settings(settings, clock), Notifier.from_settings(settings), clock)
 
     @property
-    def waker(self) -> QueueWaker:
+    def handshake(self) -> ProducerHandshake:
         """The producers' side of the wake-up handshake, on this store and notifier."""
-        return QueueWaker(self.store, self.notifier, self.clock)
+        return ProducerHandshake(self.store, self.notifier, self.clock)
 
 
 @dataclass(frozen=True)

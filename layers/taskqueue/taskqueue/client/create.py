@@ -13,9 +13,9 @@ from typing import Any
 from taskqueue.core.correlation import Correlation
 from taskqueue.core.model import CreateRequest, new_tasks
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.producer import QueueWaker, WakeUp
+from taskqueue.wakeups.producer import ProducerHandshake, WakeUp
 
-# The answer's ``wakeup`` when no handshake was asked for (no waker given).
+# The answer's ``wakeup`` when no handshake was asked for (no handshake given).
 NOT_ASKED = "not-asked"
 
 
@@ -53,11 +53,11 @@ def create_tasks(
     store: TaskStore,
     now_ms: int,
     request_id: str | None = None,
-    waker: QueueWaker | None = None,
+    handshake: ProducerHandshake | None = None,
 ) -> CreateSummary:
     """Write a request's PENDING tasks. Caller-chosen ids (``taskIds``) are written only if absent; ids derived
     from ``request_id`` skip those a previous attempt of the same request wrote; random ids are simply written.
-    Then, with a ``waker``, wake the queue's worker unless one watches it (also when nothing new was written: a
+    Then, with a ``handshake``, wake the queue's worker unless one watches it (also when nothing new was written: a
     retried request may be retried because its wake-up was lost)."""
     tasks = new_tasks(request, now_ms, store.settings, request_id)
     if request.task_ids:
@@ -67,8 +67,8 @@ def create_tasks(
     else:
         result = store.put_tasks(tasks)
     wakeup = WakeUp(NOT_ASKED)
-    if waker is not None:
-        wakeup = waker.after_write(request.queue, Correlation(request_id, tasks[0].task_id))
+    if handshake is not None:
+        wakeup = handshake.after_write(request.queue, Correlation(request_id, tasks[0].task_id))
     return CreateSummary(
         queue=request.queue,
         created=result.created,

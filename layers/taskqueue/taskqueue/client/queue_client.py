@@ -58,7 +58,7 @@ from taskqueue.core.states import FINISHED, TaskStatus
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.notify import Notifier
-from taskqueue.wakeups.producer import NO_TOPIC, QueueWaker, WakeUp, no_topic
+from taskqueue.wakeups.producer import NO_TOPIC, ProducerHandshake, WakeUp, no_topic
 
 CONFIG = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=5, read_timeout=30)
 # How often ``wait`` reads the task, at first; the pause doubles up to WAIT_POLL_MAX_SECONDS.
@@ -104,7 +104,7 @@ class TaskQueueClient:
         self.services = services
         self.strict = strict
         # The client reports failed wake-ups itself (a warning per cause, or WakeUpFailed), not the layer per call.
-        self._waker = QueueWaker(services.store, services.notifier, services.clock, log_failures=False)
+        self._handshake = ProducerHandshake(services.store, services.notifier, services.clock, log_failures=False)
         self._warned: set[str] = set()
         self._warned_lock = threading.Lock()
 
@@ -174,7 +174,7 @@ class TaskQueueClient:
     def wake_up_topic_arn(self) -> str | None:
         """The topic this client publishes wake-ups on (WorkerWakeUpTopic; TriggerTopic if only that is known);
         None: none is known, and every wake-up ``failed`` with cause ``no-topic``."""
-        return self._waker.topic_arn
+        return self._handshake.topic_arn
 
     # ---- enqueue ------------------------------------------------------------------------------------------
 
@@ -184,7 +184,7 @@ class TaskQueueClient:
         parsed = parse_create_request(dict(request), self.settings)
         # The same path as CreateTasks: the tasks, then the wake-up handshake (the queue's worker is woken at once
         # unless one watches the queue).
-        summary = create_tasks(parsed, self.services.store, self.services.clock.now_ms(), None, self._waker)
+        summary = create_tasks(parsed, self.services.store, self.services.clock.now_ms(), None, self._handshake)
         self._report(summary.wakeup, summary.queue, summary.task_ids, strict)
         return summary
 
@@ -298,7 +298,7 @@ class TaskQueueClient:
         the way a producer wakes it (the wake-up handshake; if that fails, the safety net finds the task within a
         minute, and the client warns, or raises WakeUpFailed when ``strict``)."""
         task = self.services.store.redrive(task_id, ttl_seconds=ttl_seconds)
-        wakeup = self._waker.after_write(task.queue, reason="redrive")  # work made claimable: as a producer's
+        wakeup = self._handshake.after_write(task.queue, reason="redrive")  # work made claimable: as a producer's
         self._report(wakeup, task.queue, (task.task_id,), strict)
         return task
 

@@ -3,7 +3,7 @@ and the relay of a wake-up sent through TriggerTopic (the CLI's, after a redrive
 queues it names.
 
 The stream and the safety net are backstops of the wake-up handshake (``taskqueue.handshake``): they wake a queue
-only if no worker watches it and no wake-up is in flight (``QueueWaker.if_idle``). The relay wakes as asked."""
+only if no worker watches it and no wake-up is in flight (``ProducerHandshake.if_idle``). The relay wakes as asked."""
 
 from __future__ import annotations
 
@@ -17,21 +17,21 @@ from taskqueue.core.correlation import CORRELATION_ATTRIBUTE, TASK_ATTRIBUTE, Co
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.settings import Settings
 from taskqueue.wakeups.notify import Notifier, wakeup_queues
-from taskqueue.wakeups.producer import WOKEN, QueueWaker
+from taskqueue.wakeups.producer import WOKEN, ProducerHandshake
 
 logger = Logger(child=True)
 
 
-class Wakeups:
+class Backstop:
     """Wakes each queue at most once; a failed publish raises PublishError and leaves the queue un-woken, so
     the caller can fail what asked for it (a stream record, a tail call) and have it retried."""
 
-    def __init__(self, notifier: Notifier, reason: str, waker: QueueWaker | None = None) -> None:
-        """``waker``: wake only as a backstop (when no worker watches and no wake-up is in flight); without it,
+    def __init__(self, notifier: Notifier, reason: str, handshake: ProducerHandshake | None = None) -> None:
+        """``handshake``: wake only as a backstop (when no worker watches and no wake-up is in flight); without it,
         every queue asked for is woken."""
         self._notifier = notifier
         self._reason = reason
-        self._waker = waker
+        self._handshake = handshake
         self.looked: list[str] = []  # queues this invocation has dealt with (woken, or found watched)
         self.woken: list[str] = []
 
@@ -39,8 +39,8 @@ class Wakeups:
         """``correlation``: the ids the wake-up carries (the task that caused it, its creating request)."""
         if queue in self.looked:
             return
-        if self._waker is not None:
-            outcome = self._waker.if_idle(queue, self._reason, correlation)
+        if self._handshake is not None:
+            outcome = self._handshake.if_idle(queue, self._reason, correlation)
             self.looked.append(queue)
             if outcome != WOKEN:
                 logger.debug("no wake-up needed", extra={"queue": queue, "reason": self._reason, "outcome": outcome})
@@ -48,7 +48,7 @@ class Wakeups:
             self.woken.append(queue)
             handler_metrics.count("Wakeups", queue)
             return
-        self._notifier.wake_worker(queue, self._reason, correlation=correlation)
+        self._notifier.publish_wakeup(queue, self._reason, correlation=correlation)
         self.looked.append(queue)
         self.woken.append(queue)
         handler_metrics.count("Wakeups", queue)
@@ -63,7 +63,7 @@ def relay(event: Mapping[str, Any], notifier: Notifier, settings: Settings) -> l
     queues = wakeup_queues(event)
     for queue in queues:
         settings.order_of(queue)
-    wakeups = Wakeups(notifier, "tail-call")
+    wakeups = Backstop(notifier, "tail-call")
     correlation = of_event(event, None)
     # Every queue is tried; if any wake-up could not be published (after the Notifier's own retries), the
     # invocation fails, so Lambda's asynchronous retry (EventInvokeConfig MaximumRetryAttempts) delivers the

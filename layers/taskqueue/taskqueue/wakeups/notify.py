@@ -75,28 +75,28 @@ class Notifier:
     def from_settings(cls, settings: Settings) -> Notifier:
         return cls(boto3.client("sns"), settings)
 
-    def wake_worker(self, queue: str, reason: str, correlation: Correlation | None = None) -> str:
+    def publish_wakeup(self, queue: str, reason: str, correlation: Correlation | None = None) -> str:
         """Ask the worker subscribed to ``queue`` to run (Trigger -> WorkerWakeUpTopic)."""
         return self._publish(
             self._settings.worker_wake_up_topic_arn, "WORKER_WAKE_UP_TOPIC_ARN", queue, reason, correlation
         )
 
-    def wake(self, queue: str, reason: str = "tail-call", correlation: Correlation | None = None) -> str:
+    def relay_wakeup(self, queue: str, reason: str = "tail-call", correlation: Correlation | None = None) -> str:
         """Ask Trigger to wake ``queue`` (-> TriggerTopic): a worker's tail call when claimable work remained at its
         budget, or the CLI's wake-up after a redrive. Trigger relays it to the queue's worker."""
         return self._publish(self._settings.trigger_topic_arn, "TRIGGER_TOPIC_ARN", queue, reason, correlation)
 
     @property
     def wake_topic_arn(self) -> str | None:
-        """The topic ``wake_queue`` publishes on: WorkerWakeUpTopic, else TriggerTopic; None when neither is known."""
+        """The topic ``send_wakeup`` publishes on: WorkerWakeUpTopic, else TriggerTopic; None when neither is known."""
         return self._settings.worker_wake_up_topic_arn or self._settings.trigger_topic_arn or None
 
-    def wake_queue(self, queue: str, reason: str, correlation: Correlation | None = None) -> str:
+    def send_wakeup(self, queue: str, reason: str, correlation: Correlation | None = None) -> str:
         """Wake ``queue``'s worker by the shortest way this Notifier knows: WorkerWakeUpTopic, else through Trigger
         (TriggerTopic; the CLI may know only that one)."""
         if self._settings.worker_wake_up_topic_arn:
-            return self.wake_worker(queue, reason, correlation)
-        return self.wake(queue, reason, correlation)
+            return self.publish_wakeup(queue, reason, correlation)
+        return self.relay_wakeup(queue, reason, correlation)
 
     def _publish(
         self, topic_arn: str | None, variable: str, queue: str, reason: str, correlation: Correlation | None

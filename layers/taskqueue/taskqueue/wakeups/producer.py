@@ -117,7 +117,7 @@ def _api_name(operation: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in operation.split("_")) if operation else "?"
 
 
-class QueueWaker:
+class ProducerHandshake:
     """``log_failures``: log each failed wake-up as a warning (the handlers do); the producer client logs one per
     cause itself."""
 
@@ -194,4 +194,4 @@ class QueueWaker:
     def _publish(self, queue: str, reason: str, correlation: Correlation | None) -> None:
         if self._notifier is None:
             raise TaskQueueError("no topic to publish wake-ups on (WORKER_WAKE_UP_TOPIC_ARN / TRIGGER_TOPIC_ARN unset)")
-        self._notifier.wake_queue(queue, reason, correlation)
+        self._notifier.send_wakeup(queue, reason, correlation)

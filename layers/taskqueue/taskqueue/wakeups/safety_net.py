@@ -16,9 +16,9 @@ from taskqueue.core import metrics as handler_metrics
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.settings import Settings
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.backstop import Wakeups
+from taskqueue.wakeups.backstop import Backstop
 from taskqueue.wakeups.notify import Notifier
-from taskqueue.wakeups.producer import QueueWaker
+from taskqueue.wakeups.producer import ProducerHandshake
 
 logger = Logger(child=True)
 
@@ -36,13 +36,13 @@ class SafetyNetServices(Protocol):
     @property
     def notifier(self) -> Notifier: ...
     @property
-    def waker(self) -> QueueWaker: ...
+    def handshake(self) -> ProducerHandshake: ...
 
 
 def run_safety_net(svc: SafetyNetServices) -> list[str]:
     """Recover and wake every queue; the queues woken, in configuration order."""
     # A backstop: a queue a live worker watches, or whose wake-up is in flight, is left to them.
-    wakeups = Wakeups(svc.notifier, "safety-net", svc.waker)
+    wakeups = Backstop(svc.notifier, "safety-net", svc.handshake)
     errors: list[str] = []
     for queue in svc.settings.queue_orders:
         try:
