@@ -6,14 +6,15 @@ the agent item (its status and per-agent ``version``) and the agent's own entrie
 agents (no queue-version or counter item), so operations on different agents never conflict. A lost
 condition is a domain outcome, never an exception; other ``ClientError`` codes become ``AgentStoreError``.
 
-This module is over 400 lines: it is the agent table's one adapter, and its operations share one transaction
-helper (``_transact``) and the entry deletes; splitting them would spread one table's writes over files.
+The items a match transaction writes (the agent's busy update, its entries' deletes, the call's result) are built
+in ``taskqueue.matching.match_items`` (pure); this module sends them. Just over 400 lines: every agent operation
+(available, offline, call ended, heartbeat, the match) re-reads and retries on one agent item the same way, and
+they share one transaction helper; apart, each would repeat it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -38,7 +39,8 @@ from taskqueue.matching.agent_items import (
     idle_from_item,
     string_list,
 )
-from taskqueue.matching.pairing import Lost, Pair, lost_in
+from taskqueue.matching.match_items import NOT_SEEN_SINCE, PairsResult, busy_update, entry_delete, match_result
+from taskqueue.matching.pairing import Pair, lost_in
 from taskqueue.matching.rules import AgentProfile, IdleAgent, MatchSettings
 from taskqueue.store import TaskStore, dynamo
 from taskqueue.store.dynamo import ConditionLost, count_all, make_client
@@ -51,10 +53,6 @@ __all__ = [
 
 # Re-reads after a lost race on one agent operation (another event for the same agent won).
 _AGENT_OP_ATTEMPTS = 5
-
-
-# An agent item not seen since :cutoff (epoch ms). Agents queued before lastSeen existed count from ``updated``.
-_NOT_SEEN_SINCE = "(lastSeen <= :cutoff OR (attribute_not_exists(lastSeen) AND updated <= :cutoff))"
 
 
 class AgentStoreError(TaskQueueError):
@@ -75,20 +73,6 @@ class AgentOutcome(StrEnum):
     STALE = "stale"  # call-ended for a call the agent is not on
     SEEN = "seen"  # a heartbeat of a queued or busy agent: it stays matchable
     TIMED_OUT = "timed-out"  # offline because it was not seen for AGENT_TIMEOUT_SECONDS: send agentAvailable
-
-
-@dataclass(frozen=True)
-class PairsResult:
-    """A match transaction's outcome: every pair matched (each with the result recorded on its call), or none,
-    with what failed (``lost``) and DynamoDB's reason per item."""
-
-    matched: tuple[tuple[Pair, Mapping[str, Any]], ...] = ()
-    lost: Lost | None = None
-    reasons: tuple[str, ...] = ()
-
-    @property
-    def committed(self) -> bool:
-        return self.lost is None
 
 
 class AgentStore:
@@ -218,7 +202,7 @@ class AgentStore:
                 return AgentOutcome.ALREADY_OFFLINE
             now = self._clock.now_ms()
             items = [
-                {"Delete": self._entry_delete(key, current.queue_sort or "")} for key in current.entries
+                {"Delete": entry_delete(self._table, key, current.queue_sort or "")} for key in current.entries
             ]
             items.append(
                 {
@@ -309,13 +293,13 @@ class AgentStore:
             return False
         if agent.last_seen_ms > cutoff:
             return False
-        items: list[dict[str, Any]] = [{"Delete": self._entry_delete(key, head.sort)} for key in agent.entries]
+        items: list[dict[str, Any]] = [{"Delete": entry_delete(self._table, key, head.sort)} for key in agent.entries]
         items.append({"Update": {
             "TableName": self._table,
             "Key": matching.agent_key(agent.agent_id),
             "UpdateExpression": "SET agentStatus = :off, offlineReason = :why, version = :next, updated = :now "
             "REMOVE entries, queueSort, availableSince",
-            "ConditionExpression": "version = :seen AND agentStatus = :queued AND " + _NOT_SEEN_SINCE,
+            "ConditionExpression": "version = :seen AND agentStatus = :queued AND " + NOT_SEEN_SINCE,
             "ExpressionAttributeValues": {
                 ":off": {"S": AgentStatus.OFFLINE.value},
                 ":queued": {"S": AgentStatus.QUEUED.value},
@@ -345,7 +329,7 @@ class AgentStore:
                 "offline first, then make it available with the new profile"
             )
         now = self._clock.now_ms()
-        items: list[dict[str, Any]] = [{"Delete": self._entry_delete(k, old_sort or "")} for k in removed]
+        items: list[dict[str, Any]] = [{"Delete": entry_delete(self._table, k, old_sort or "")} for k in removed]
         for key in keys:
             # An entry kept across a profile change is rewritten: every entry lists all of the agent's keys.
             items.append(
@@ -381,11 +365,11 @@ class AgentStore:
         items: list[dict[str, Any]] = []
         results: list[tuple[Pair, dict[str, Any]]] = []
         for pair in pairs:
-            result = _match_result(pair, now_ms)
+            result = match_result(pair, now_ms)
             results.append((pair, result))
             items.append({"Update": self._tasks.match_update(pair.call, result, now_ms)})
-            items.append({"Update": self._busy_update(pair, now_ms)})
-            items += [{"Delete": self._entry_delete(key, pair.head.sort)} for key in pair.head.entries]
+            items.append({"Update": busy_update(self._table, pair, self._settings.seen_since_ms(now_ms), now_ms)})
+            items += [{"Delete": entry_delete(self._table, key, pair.head.sort)} for key in pair.head.entries]
         if len(items) > matching.MAX_TRANSACT_ITEMS:
             raise matching.ProfileTooLarge(
                 f"{len(pairs)} matches would write {len(items)} items in one TransactWriteItems, over DynamoDB's "
@@ -396,39 +380,7 @@ class AgentStore:
             return PairsResult(matched=tuple(results))
         return PairsResult(lost=lost_in(pairs, reasons), reasons=tuple(reasons))
 
-    def _busy_update(self, pair: Pair, now_ms: int) -> dict[str, Any]:
-        """The agent queued -> busy on the pair's call, if it is still queued in the availability read and (unless
-        agents never time out) seen lately."""
-        condition = "agentStatus = :queued AND queueSort = :sort"
-        values = {
-            ":busy": {"S": AgentStatus.BUSY.value},
-            ":queued": {"S": AgentStatus.QUEUED.value},
-            ":call": {"S": pair.call.task_id},
-            ":now": {"N": str(now_ms)},
-            ":one": {"N": "1"},
-            ":sort": {"S": pair.head.sort},
-        }
-        cutoff = self._settings.seen_since_ms(now_ms)
-        if cutoff is not None:
-            condition += " AND NOT " + _NOT_SEEN_SINCE
-            values[":cutoff"] = {"N": str(cutoff)}
-        return {
-            "TableName": self._table,
-            "Key": matching.agent_key(pair.head.agent_id),
-            "UpdateExpression": "SET agentStatus = :busy, busyWith = :call, busySince = :now, updated = :now "
-            "ADD version :one REMOVE entries, queueSort, availableSince",
-            "ConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-        }
-
     # ---- helpers ----------------------------------------------------------------------------
-
-    def _entry_delete(self, key: str, sort: str) -> dict[str, Any]:
-        return {
-            "TableName": self._table,
-            "Key": {"pk": {"S": key}, "sk": {"S": sort}},
-            "ConditionExpression": "attribute_exists(pk)",
-        }
 
     def _transact(self, items: Sequence[dict[str, Any]]) -> list[str] | None:
         """Run one TransactWriteItems; ``None`` if it committed, else the cancellation reason code per item.
@@ -445,11 +397,7 @@ class AgentStore:
                 return [code]
             if code != "TransactionCanceledException":
                 raise dynamo.translate(exc, self._table, "AGENT_TABLE_NAME", AgentStoreError) from exc
-            reasons = [str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])]
-            if not reasons:  # older SDKs put the codes only in the message: "[None, ConditionalCheckFailed]"
-                message = exc.response.get("Error", {}).get("Message", "")
-                inside = message[message.rfind("[") + 1 : message.rfind("]")]
-                reasons = [r.strip() for r in inside.split(",")] if inside else []
+            reasons = dynamo.cancellation_reasons(exc)
             lost = {"ConditionalCheckFailed", "TransactionConflict", "None"}
             if not reasons or any(r not in lost for r in reasons):
                 raise AgentStoreError(
@@ -462,16 +410,3 @@ class AgentStore:
             self._db, operation, table=self._table, setting="AGENT_TABLE_NAME", error=AgentStoreError,
             clock=self._clock, **kwargs,
         )
-
-
-def _match_result(pair: Pair, now_ms: int) -> dict[str, Any]:
-    """What a matched call records (its ``result``): the agent, the combination, and how long each waited."""
-    return {
-        "agentId": pair.head.agent_id,
-        "agentName": pair.head.name,
-        "queueKey": pair.head.queue_key,
-        "agentSort": pair.head.sort,
-        "matchedAt": now_ms,
-        "waitedMs": max(0, now_ms - pair.created_ms),
-        "agentIdleMs": max(0, now_ms - pair.head.available_ms),
-    }

@@ -49,6 +49,16 @@ def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
+def cancellation_reasons(exc: ClientError) -> list[str]:
+    """The per-item reason codes of a cancelled TransactWriteItems ("None" for an item that was not the cause)."""
+    reasons = [str(r.get("Code") or "None") for r in exc.response.get("CancellationReasons", [])]
+    if not reasons:  # older SDKs put the codes only in the message: "[None, ConditionalCheckFailed]"
+        message = exc.response.get("Error", {}).get("Message", "")
+        inside = message[message.rfind("[") + 1 : message.rfind("]")]
+        reasons = [r.strip() for r in inside.split(",")] if inside else []
+    return reasons
+
+
 def call(
     client: Any,
     operation: str,
