@@ -29,7 +29,7 @@ from taskqueue.client import discovery
 from taskqueue.client.discovery import DiscoveryError, StackInfo
 from taskqueue.core.clock import SystemClock
 from taskqueue.core.settings import Settings
-from taskqueue.services import Services
+from taskqueue.services import Services, calls_of
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.notify import Notifier
 
@@ -143,7 +143,8 @@ class Target:
 
     def services(self) -> Services:
         """The queue core's services on this connection (what the producer client, taskqueue.client, holds)."""
-        return Services(self.settings, self.store, Notifier(self.client("sns"), self.settings), self.clock)
+        return Services(self.settings, self.store, Notifier(self.client("sns"), self.settings), self.clock,
+                        *calls_of(self.env))
 
 
 def connect(args: argparse.Namespace) -> Target:

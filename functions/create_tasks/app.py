@@ -38,6 +38,7 @@ def handle(event: Any, svc: Services, request_id: str | None = None) -> dict[str
     # A schedule with Input delivers the Input as it is (a request); one without delivers the whole Scheduled
     # Event, whose detail is always {}: the default request.
     request = parse_create_event(event, svc.settings)
+    svc.check_request(request)  # a call whose preferences can never match is refused now, not shed at its TTL
     # Then wakes the queue's worker itself unless one watches the queue (the wake-up handshake).
     summary = create_tasks(request, svc.store, svc.clock.now_ms(), request_id, svc.handshake)
     metrics.add_dimension(name="queue", value=request.queue)

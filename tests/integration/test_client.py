@@ -69,6 +69,7 @@ def test_the_same_enqueue_sent_again_creates_nothing_new(client, dynamodb):
     (lambda c: c.enqueue(delay_seconds=60, ttl_seconds=60), "delaySeconds"),
     (lambda c: c.enqueue_many(count=2, task_ids=["a"]), "count"),
     (lambda c: c.create({"queue": "work", "colour": "red"}), "colour"),
+    (lambda c: c.enqueue({"preferences": {"language": 5}}, queue="calls"), "payload.preferences"),  # never matches
 ])
 def test_invalid_input_is_refused_as_createtasks_refuses_it_and_nothing_is_written(client, dynamodb, call, field):
     with pytest.raises(Exception) as refused:

@@ -80,3 +80,33 @@ def test_a_retry_never_resets_a_task_a_worker_already_took(services, dynamodb, c
     app.handle({"queue": "work", "count": 3}, services, "request-9")
     assert services.store.get(taken.task_id).status is TaskStatus.TAKEN
     assert len(all_items(dynamodb)) == 3 and taken.task_id in first["taskIds"]
+
+
+@pytest.mark.parametrize(
+    ("preferences", "said"),
+    [
+        ({"language": 5}, "value 5 of attribute 'language'"),  # no agent's language is a number
+        ({"accent": "scottish"}, "unknown preference(s) ['accent']"),  # the Matcher does not match on it
+        ("french", "preferences must be an object"),
+    ],
+)
+def test_a_call_that_can_never_match_is_refused_at_creation_and_nothing_is_written(services, dynamodb, preferences, said):
+    with pytest.raises(InvalidTaskInput) as refused:
+        app.handle({"queue": "calls", "payload": {"caller": "c-1", "preferences": preferences}}, services)
+    assert refused.value.field == "payload.preferences" and said in str(refused.value)
+    assert all_items(dynamodb) == []
+
+
+def test_a_call_that_can_match_is_created_and_work_payloads_are_not_read_as_calls(services, dynamodb):
+    app.handle({"queue": "calls", "payload": {"caller": "c-1", "preferences": {"language": "FR", "gender": "any"}}},
+               services)
+    app.handle({"queue": "work", "payload": {"preferences": {"language": 5}}}, services)  # not a call: its own business
+    assert len(all_items(dynamodb)) == 2
+
+
+def test_the_stacks_match_attributes_decide_what_a_call_may_ask_for(services, dynamodb):
+    accents = Services(services.settings, services.store, services.notifier, services.clock, "calls", ("accent",))
+    app.handle({"queue": "calls", "payload": {"preferences": {"accent": "scottish"}}}, accents)
+    with pytest.raises(InvalidTaskInput):
+        app.handle({"queue": "calls", "payload": {"preferences": {"language": "fr"}}}, accents)
+    assert len(all_items(dynamodb)) == 1

@@ -6,13 +6,16 @@ themselves with fakes or moto clients. This is the one module that reads the env
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from taskqueue.core.clock import Clock, SystemClock
+from taskqueue.core.model import CreateRequest
 from taskqueue.core.settings import Settings
 from taskqueue.matching.agents import AgentStore
-from taskqueue.matching.rules import MatchSettings
+from taskqueue.matching.rules import DEFAULT_ATTRIBUTES, MatchSettings, attributes_from_env, check_call_payload
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.notify import Notifier
 from taskqueue.wakeups.producer import ProducerHandshake
@@ -24,12 +27,23 @@ class Services:
     store: TaskStore
     notifier: Notifier
     clock: Clock
+    # The matching queue and its attributes (MATCH_QUEUE, MATCH_ATTRIBUTES): a call is checked at creation.
+    call_queue: str = "calls"
+    call_attributes: tuple[str, ...] = DEFAULT_ATTRIBUTES
 
     @classmethod
-    def from_env(cls) -> Services:
-        settings = Settings.from_env()
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Services:
+        env = os.environ if env is None else env
+        settings = Settings.from_env(env)
         clock = SystemClock()
-        return cls(settings, TaskStore.from_settings(settings, clock), Notifier.from_settings(settings), clock)
+        return cls(settings, TaskStore.from_settings(settings, clock), Notifier.from_settings(settings), clock,
+                   *calls_of(env))
+
+    def check_request(self, request: CreateRequest) -> None:
+        """What creation checks beyond the request's own rules: a call's preferences must be able to match an
+        agent (``InvalidField`` on ``payload.preferences``), so none waits PENDING for nothing until its TTL."""
+        if request.queue == self.call_queue:
+            check_call_payload(request.payload, self.call_attributes)
 
     @property
     def handshake(self) -> ProducerHandshake:
@@ -55,3 +69,8 @@ class MatcherServices:
     def of(cls, base: Services, settings: MatchSettings, client: Any) -> MatcherServices:
         """For tests and local runs: the agent store on a given DynamoDB client."""
         return cls(base, settings, AgentStore(client, settings, base.store, base.clock))
+
+
+def calls_of(env: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """The matching queue's name and attributes as the environment (or a stack's parameters) gives them."""
+    return env.get("MATCH_QUEUE", "calls") or "calls", attributes_from_env(env)

@@ -55,7 +55,7 @@ from taskqueue.core.errors import ConfigError, TaskQueueError, WaitTimedOut, Wak
 from taskqueue.core.model import Task, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import FINISHED, TaskStatus
-from taskqueue.services import Services
+from taskqueue.services import Services, calls_of
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.notify import Notifier
 from taskqueue.wakeups.producer import NO_TOPIC, ProducerHandshake, WakeUp, no_topic
@@ -158,7 +158,7 @@ class TaskQueueClient:
         clock = clock or SystemClock()
         store = TaskStore(session.client("dynamodb", endpoint_url=endpoint, config=CONFIG), settings, clock)
         notifier = Notifier(session.client("sns", endpoint_url=endpoint, config=CONFIG), settings)
-        client = cls(Services(settings, store, notifier, clock), strict=strict)
+        client = cls(Services(settings, store, notifier, clock, *calls_of(variables)), strict=strict)
         if client.wake_up_topic_arn is None:
             problem = no_topic().problem
             if strict:
@@ -182,6 +182,7 @@ class TaskQueueClient:
         """Create the tasks of a CreateTasks request, exactly as CreateTasks does (same checks, same errors); the
         summary's ``wakeup`` says what the wake-up did (``strict``: raise WakeUpFailed if it failed)."""
         parsed = parse_create_request(dict(request), self.settings)
+        self.services.check_request(parsed)
         # The same path as CreateTasks: the tasks, then the wake-up handshake (the queue's worker is woken at once
         # unless one watches the queue).
         summary = create_tasks(parsed, self.services.store, self.services.clock.now_ms(), None, self._handshake)

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from taskqueue.core.errors import InvalidAgentInput
+from taskqueue.core.errors import InvalidAgentInput, InvalidField
 from taskqueue.core.keys import Order, decode_time, encode_time
 from taskqueue.core.settings import read_int, read_required, read_variable
 
@@ -250,6 +250,22 @@ def call_queue_key(payload: Mapping[str, Any], attributes: Sequence[str]) -> str
     if not isinstance(payload, Mapping):
         raise InvalidAgentInput("a call's payload must be an object")
     return preferences_key(payload.get("preferences"), attributes)
+
+
+def check_call_payload(payload: Mapping[str, Any], attributes: Sequence[str]) -> None:
+    """Refuse, at creation, a call whose preferences no agent could ever meet (a number for a language, an
+    attribute the contact center does not match on): it would otherwise wait PENDING until its TTL.
+    Raises ``InvalidField`` naming ``payload.preferences``."""
+    try:
+        call_queue_key(payload, attributes)
+    except InvalidAgentInput as exc:
+        raise InvalidField(f"a call's payload.preferences can never match an agent: {exc}", "payload.preferences") from exc
+
+
+def attributes_from_env(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """MATCH_ATTRIBUTES alone (CreateTasks checks calls with it; it needs no agent table)."""
+    env = os.environ if env is None else env
+    return read_variable(env, "MATCH_ATTRIBUTES", ",".join(DEFAULT_ATTRIBUTES), _parse_attributes)
 
 
 def everyone_key(attributes: Sequence[str]) -> str:
