@@ -109,7 +109,7 @@ def add_parsers(command: Command) -> None:
     p = command("pause", cmd_pause, "Pause queues: workers and the Matcher claim nothing from them; their tasks keep their places and TTLs.")
     p.add_argument("queues", metavar="QUEUE", nargs="+")
 
-    p = command("resume", cmd_resume, "Resume paused queues, then wake their workers through TriggerTopic.")
+    p = command("resume", cmd_resume, "Resume paused queues, then wake their workers as a producer does (the wake-up handshake).")
     p.add_argument("queues", metavar="QUEUE", nargs="+")
     p.add_argument("--no-wake", action="store_true", help="do not publish a wake-up (the safety-net schedule will find the work)")
 

@@ -17,6 +17,7 @@ from taskq.connection import CliError, Command, Printer, Target
 from taskqueue.client import TaskQueueClient
 from taskqueue.core.states import TaskStatus
 from taskqueue.store import LISTABLE_BY_INDEX
+from taskqueue.wakeups.producer import WOKEN
 
 
 def cmd_stats(t: Target, args: argparse.Namespace, say: Printer) -> int:
@@ -157,13 +158,13 @@ def cmd_create(t: Target, args: argparse.Namespace, say: Printer) -> int:
     return 0
 
 
-# What the wake-up handshake did after `taskq create` wrote (taskqueue.wakeups.producer), in words.
+# What the wake-up handshake did after `taskq create`, a redrive or a resume (taskqueue.wakeups.producer), in words.
 WAKE_UP_TEXT = {
     "woken": "the queue's worker was woken",
     "watched": "a worker watches the queue and takes the new tasks",
     "in-flight": "a wake-up sent a moment ago is on its way",
     "paused": "the queue is paused: `taskq resume` wakes it",
-    "failed": "could not be sent (see the warning); the safety net wakes the queue within a minute",
+    "failed": "could not be sent; the safety net wakes the queue within a minute",
     "not-asked": "not sent: no topic to publish on (give --stack-name); the safety net wakes the queue within a minute",
 }
 
@@ -216,19 +217,24 @@ def cmd_redrive(t: Target, args: argparse.Namespace, say: Printer) -> int:
 
 
 def wake(t: Target, queues: Sequence[str], disabled: bool, reason: str) -> tuple[list[str], str | None]:
-    """Work made claimable by an UpdateItem (redrive, resume) raises no stream INSERT: wake the queues through
-    TriggerTopic, which relays to each queue's worker."""
+    """Work made claimable by an UpdateItem (redrive, retry-all, resume) raises no stream INSERT: wake each queue as
+    a producer does (the wake-up handshake: touch the queue's record, so a watching worker looks again at once;
+    publish a wake-up only if none watches and none is in flight). The queues woken, and a note of what happened."""
     queues = list(dict.fromkeys(queues))
     if not queues:
         return [], None
     if disabled:
         return [], "not woken (--no-wake): the safety-net schedule will wake the worker"
-    notifier = t.notifier()
-    if notifier is None:
-        return [], "TriggerTopic unknown (use --stack-name or --trigger-topic-arn): the safety-net schedule will wake the worker"
+    handshake = t.services().handshake
+    woken: list[str] = []
+    notes: list[str] = []
     for queue in queues:
-        notifier.relay_wakeup(queue, reason=reason)
-    return queues, f"woke {', '.join(queues)} through TriggerTopic"
+        outcome = handshake.after_write(queue, reason=reason)
+        if outcome == WOKEN:
+            woken.append(queue)
+        notes.append(f"{queue}: {WAKE_UP_TEXT.get(str(outcome), str(outcome))}"
+                     + (f" ({outcome.problem})" if getattr(outcome, "problem", None) else ""))
+    return woken, "wake-up: " + "; ".join(notes)
 
 
 def _read_json_arg(text: str, flag: str) -> Any:

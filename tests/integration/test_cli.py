@@ -1,6 +1,7 @@
 """The operator CLI through its entry point ``main(argv)`` against moto."""
 
 import json
+import time
 from typing import Any
 
 import boto3
@@ -190,7 +191,7 @@ def test_redrive_all_dead_letters_of_a_queue(cli, dynamodb, topics):
     assert task.delete_at - task.updated_ms // 1000 == 14 * 86400
     assert as_json(cli, "show", dead[0])["keptUntil"] is not None
     status, out, _ = cli("redrive", "--all", "--queue", "work")  # no topic known: says so, still redrives
-    assert status == 0 and out.count("redriven ") == 3 and "safety-net schedule will wake" in out
+    assert status == 0 and out.count("redriven ") == 3 and "the safety net wakes the queue within a minute" in out
     assert sorted(c.task_id for c in store.candidates("work", 10)) == sorted(dead)
     assert store.dead_letters("calls") != []
     status, out, _ = cli("redrive", "--all", "--queue", "work", topic=True)
@@ -228,3 +229,19 @@ def test_create_wakes_the_queue_as_createtasks_does_and_says_so(cli, topics):
     assert status == 0 and out.splitlines()[-1] == "wake-up: a wake-up sent a moment ago is on its way"
     assert topics.tail_calls() == ["work"]  # one wake-up, through the topic this CLI knows (Trigger relays it)
     assert as_json(cli, "create", "--queue", "calls")["wakeup"] == "failed"  # no topic known: left to the safety net
+
+
+def test_a_redrive_wakes_like_a_producer_a_watching_worker_sees_it_and_nothing_is_published(cli, dynamodb, topics):
+    """The operator's redrive touches the queue's record (the handshake): a worker that watches the queue sees seq move
+    and looks again at once; no wake-up is published behind its back (issue 28)."""
+    store = real_store(dynamodb)
+    task_id = as_json(cli, "create", "--max-attempts", "1")["taskIds"][0]
+    task = store.claim(store.candidates("work", 1)[0], "w")
+    store.fail(task, "w", "legacy said no")
+    now = int(time.time() * 1000)  # the CLI runs on the system clock
+    before = store.watch("work", "worker-1", now + 30_000, now)
+    assert before is not None
+    result = as_json(cli, "redrive", task_id, topic=True)
+    assert result["redriven"] == [task_id] and result["woken"] == []
+    assert store.read_wake_record("work").seq == before.seq + 1  # the watcher sees the write
+    assert topics.tail_calls() == [] and topics.wakeups() == []
