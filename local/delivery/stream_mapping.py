@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from local import patterns
-from local.async_invoker import Invoked
-from local.destinations import now_iso
-from local.sandbox import FunctionPool, Invocation
-from local.template import ACCOUNT, REGION
+from local.delivery.async_invoker import Invoked
+from local.delivery.destinations import now_iso
+from local.delivery.sandbox import FunctionPool, Invocation
+from local.template import patterns
+from local.template.template import ACCOUNT, REGION
 
 
 class StreamMapping:
