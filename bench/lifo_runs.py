@@ -467,14 +467,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", default="1,8", help="workers: concurrent worker invocations, comma-separated")
     args = parser.parse_args(argv)
     common.quiet()
-    from local.emulator.emulator import Emulator
+    from local.emulator.server import Emulator
 
     emulator = None
     endpoint = args.endpoint
     if endpoint is None:
         emulator = Emulator()
         endpoint = emulator.start()
-    engine = "serialized moto server (local/emulator/emulator.py)" if emulator else endpoint
+    engine = "serialized moto server (local/emulator/server.py)" if emulator else endpoint
     seeds = [int(x) for x in args.seeds.split(",")]
     try:
         for seed in seeds:

@@ -17,7 +17,7 @@ from typing import Any
 from local.engine import stack
 from local.engine.engine import REPO, Engine
 from local.faults.faults import Faults, FaultsError
-from local.reports import report as reports
+from local.reports import run_report as reports
 from local.scenarios import callcenter
 from local.scenarios.demo_defaults import DEMO, LOCAL_STACK
 from local.template.template import TemplateError

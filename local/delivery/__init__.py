@@ -4,7 +4,7 @@
   (its concurrency limit, 429 over reserved concurrency)
 - ``async_invoker.py``: Lambda's asynchronous-invocation queue (throttle backoff, retries, event age, on-failure
   destination); ``destinations.py``: the on-failure destinations (an SQS queue or an SNS topic of the stack)
-- ``sns_delivery.py``: SNS subscriptions of functions, with the filter-policy matcher
+- ``sns_subscriptions.py``: SNS subscriptions of functions, with the filter-policy matcher
 - DynamoDB streams to a function: ``stream_reader.py`` (Lambda's poller: GetRecords on every shard, records in
   Lambda's shape) and ``stream_mapping.py`` (the event source mapping: filters, batches, bisection, retries)
 - ``schedules.py`` (with ``local/template/cron.py``): EventBridge scheduled rules

@@ -1,4 +1,4 @@
-"""Patches of moto 5.2.5's DynamoDB, applied in the emulator's server process (``local/emulator/emulator.py``):
+"""Patches of moto 5.2.5's DynamoDB, applied in the emulator's server process (``local/emulator/server.py``):
 ``patch_transactions`` (TransactWriteItems without copying whole tables), ``patch_comparisons`` (sorts and
 comparisons on native values) and ``patch_stream_records`` (GetRecords written without moto's generic serializer).
 Each returns its undo. Query and Scan from sorted indexes: ``local/emulator/index_reads.py``."""

@@ -17,11 +17,11 @@ from local.delivery.async_invoker import AsyncInvoker
 from local.delivery.destinations import Destinations
 from local.delivery.sandbox import FunctionPool, Invocation
 from local.delivery.schedules import Schedule
-from local.delivery.sns_delivery import SnsDelivery, SnsSubscription
+from local.delivery.sns_subscriptions import SnsDelivery, SnsSubscription
 from local.delivery.stream_mapping import StreamMapping
 from local.delivery.stream_reader import StreamReader
 from local.delivery.ttl import TtlRegistry, TtlSweeper
-from local.emulator.emulator import Emulator, exempt_from_faults
+from local.emulator.server import Emulator, exempt_from_faults
 from local.engine.observer import Observer
 from local.faults.faults import NEVER, Faults, FaultsError
 from local.template.template import REGION, FunctionSpec, Template
@@ -245,7 +245,7 @@ class Engine:
         queue_name = f"{self.stack}-sns-{function}-{event_name}"[:80]
         url = self.sqs.create_queue(QueueName=queue_name)["QueueUrl"]
         arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        # Unfiltered in the emulator: the filter policy is applied by the engine's matcher alone (local/template/patterns.py),
+        # Unfiltered in the emulator: the filter policy is applied by the engine's matcher alone (local/template/filter_patterns.py),
         # which reads every operator SNS has (moto's own filtering misses some, e.g. equals-ignore-case).
         sub_arn = self.sns_client.subscribe(TopicArn=props["Topic"], Protocol="sqs", Endpoint=arn,
                                             Attributes={"RawMessageDelivery": "false"},

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from local.delivery.sandbox import Invocation
-from local.emulator.emulator import Emulator
+from local.emulator.server import Emulator
 from local.engine.engine import REPO, Engine
 from local.engine.lambda_api import PREFIX, LambdaApi
 from local.engine.persist import StateDir

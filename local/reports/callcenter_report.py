@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from local.reports import report as reports
+from local.reports import run_report as reports
 
 
 def summary_table(report: dict[str, Any]) -> str:

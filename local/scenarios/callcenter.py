@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local.reports.callcenter_report import chart, summary_table, write
-from local.reports.report import percentile
+from local.reports.run_report import percentile
 from local.scenarios.demo_defaults import CONCURRENCY, RUNNER
 
 NO_PREFERENCE = (None, "", "*", "any")

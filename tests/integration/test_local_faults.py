@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from local.emulator.emulator import Emulator
+from local.emulator.server import Emulator
 from local.faults.faults import Faults
 from local.faults.item_size import LIMIT_BYTES, item_size
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from local.emulator.emulator import Emulator
+from local.emulator.server import Emulator
 from local.faults.faults import Faults
 from taskqueue.client.create import create_tasks
 from taskqueue.core.clock import SystemClock

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from local.emulator.emulator import Emulator
+from local.emulator.server import Emulator
 from local.faults.faults import Faults
 from taskqueue.core.settings import Settings
 from tests.reliability.support import Ledger, create_tasks, record_figures, run_fleet, scan_table, statuses

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from local.emulator.emulator import Emulator
+from local.emulator.server import Emulator
 from local.faults.faults import Faults
 from taskqueue.core.clock import SystemClock
 from taskqueue.core.model import derived_task_ids

@@ -46,8 +46,8 @@ def test_the_defaults_pass():
 
 
 def demo_configurations() -> Iterator[tuple[str, dict[str, Any]]]:
-    from local.scenarios import callcenter
     from local.__main__ import SCENARIOS, load_scenario, scenario_parameters
+    from local.scenarios import callcenter
     from local.scenarios.demo_defaults import LOCAL_STACK
     from tests.e2e.conftest import FAST
 

@@ -17,13 +17,13 @@ matcher concurrency test (``tests/serialized_moto.py``) and the matcher benchmar
   requests and refused transactions.
 
 - **Faults** (``faults=``, ``local/faults/faults.py``): between the lock and moto, the fault chain
-  (``local/faults/fault_server.py``) can refuse a share of DynamoDB requests and SNS publishes, answer GSI queries
+  (``local/faults/chain.py``) can refuse a share of DynamoDB requests and SNS publishes, answer GSI queries
   from the past (index lag) and enforce DynamoDB's 400 KB item-size limit; ``fault_report()`` /
   ``set_faults()`` read and replace the setting while the server runs. Clients made with
   ``client(..., faults=False)`` (``X-Local-Faults: off``) are never faulted.
 
 It runs as its own process (its own GIL, so the threads that drive it do not slow it down):
-``python -m local.emulator.emulator [--port N] [--record-transactions] [--no-fast-transactions] [--faults JSON]
+``python -m local.emulator.server [--port N] [--record-transactions] [--no-fast-transactions] [--faults JSON]
 [--forward PREFIX=URL] [--parent-pid PID]`` prints ``PORT <n>`` once it listens. The control paths under
 ``/_local/`` (stats, commit log) bypass the lock; ``--forward`` sends a path prefix to another server, ahead of
 the lock (``local/emulator/forward.py``: the local stack's Lambda API); ``--parent-pid`` exits when that process is gone.
@@ -53,7 +53,7 @@ class SerializedApp:
 
     def __init__(self, app: Any, record_transactions: bool = False, faults: Any = None) -> None:
         self._app = app
-        self.faults = faults  # the fault chain (local/faults/fault_server.py) inside ``app``, for /_local/faults
+        self.faults = faults  # the fault chain (local/faults/chain.py) inside ``app``, for /_local/faults
         self._lock = threading.Lock()
         self.record_transactions = record_transactions
         self.commits: list[dict[str, Any]] = []
@@ -121,7 +121,7 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
 
     from local.emulator.index_reads import patch_index_reads
     from local.emulator.moto_patches import patch_comparisons, patch_stream_records, patch_transactions
-    from local.faults.fault_server import FaultyApp
+    from local.faults.chain import FaultyApp
 
     if fast_transactions:
         patch_transactions()
@@ -180,7 +180,7 @@ class Emulator:
 
     def start(self, timeout: float = 30.0) -> str:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        command = [sys.executable, "-m", "local.emulator.emulator"]
+        command = [sys.executable, "-m", "local.emulator.server"]
         if self.record_transactions:
             command.append("--record-transactions")
         if not self.fast_transactions:
@@ -280,7 +280,7 @@ class Emulator:
         return int(self._control("stats")["cancelled"])
 
     def fault_report(self) -> dict[str, Any]:
-        """The fault setting in force and its counters (local/faults/fault_server.py)."""
+        """The fault setting in force and its counters (local/faults/chain.py)."""
         return self._control("faults")
 
     def set_faults(self, faults: Any) -> dict[str, Any]:
@@ -309,7 +309,7 @@ def exempt_from_faults(client: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m local.emulator.emulator", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m local.emulator.server", description=__doc__.splitlines()[0])
     parser.add_argument("port", nargs="?", type=int, default=0)
     parser.add_argument("--port", dest="port_option", type=int, default=None)
     parser.add_argument("--record-transactions", action="store_true")
