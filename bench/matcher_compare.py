@@ -1,6 +1,6 @@
 """The Matcher with 1, 4, 8 and 16 concurrent matchers: the product against the seed's matcher, same callers.
 
-Both run on the serialized moto server (local/emulator.py, commit log on), each run on a fresh server
+Both run on the serialized moto server (local/emulator/server.py, commit log on), each run on a fresh server
 with the same call center: ``--agents`` agents with mixed profiles and ``--calls`` callers with mixed
 preferences, drawn exactly as ``tests/matcher_load.make_world`` draws them (same seed, same order). The
 product runs its own Matcher through ``tests/matcher_load.run_matchers`` (one invocation per matcher, all
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import common  # noqa: E402
 from bench.cost_meter import CostMeter  # noqa: E402
 from bench.seed_matcher import CallerQueue, SeedMatcher, SeedMatchReport, create_seed_agent_table  # noqa: E402
-from local.emulator import Emulator  # noqa: E402
+from local.emulator.server import Emulator  # noqa: E402
 from taskqueue.matching.rules import DEFAULT_ATTRIBUTES, entry_keys, parse_profile, preferences_key, queue_key  # noqa: E402
 from tests.matcher_load import GENDERS, LANGUAGES, check_final_state, make_world, replay, run_matchers  # noqa: E402
 

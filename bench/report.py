@@ -289,7 +289,7 @@ def write_results(path: Path, r: dict[str, Any], table: Table, plan: Plan, wall:
         f"- Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- Machine: {machine()}",
         f"- Wall time: {wall / 60:.1f} min",
-        "- Engines: the serialized moto server (moto 5.2.5 behind one request lock, `local/emulator.py`) for the LIFO and "
+        "- Engines: the serialized moto server (moto 5.2.5 behind one request lock, `local/emulator/server.py`) for the LIFO and "
         f"Matcher runs; {r['dynamodb_local']['engine']} for the overhead figure and the cost meter's cross-check; "
         "no engine for the invocation, scale and dollar models (they are models, fed with the measured units).",
         "- Counts: " + "; ".join(plan.describe()) + ("" if not plan.quick else " (**--quick**: small counts)"),

@@ -9,7 +9,7 @@ Runs, in this order (docs/benchmarks.md says what each figure means):
 2. on DynamoDB Local (inside scripts/with-dynamodb-local, else on the emulator, as its output says): the
    overhead of create -> claim -> finish against a bare PutItem + 2 UpdateItem loop, and the cost meter's
    cross-check against DynamoDB Local's ConsumedCapacity (bench/dynamodb_local_part.py);
-3. on the serialized moto server (local/emulator.py), with the cost meter on every client: write and read
+3. on the serialized moto server (local/emulator/server.py), with the cost meter on every client: write and read
    units per task with a runner that keeps up (bench/lifo_runs.py idle), and with the runner saturated at 3x
    overload, which also gives freshness (bench/lifo_runs.py overload); product and seed at the same time,
    each on its own server, with the same arrivals;

@@ -14,12 +14,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from local import callcenter, stack
-from local import report as reports
-from local.demo_defaults import DEMO, LOCAL_STACK
-from local.engine import REPO, Engine
-from local.faults import Faults, FaultsError
-from local.template import TemplateError
+from local.engine import stack
+from local.engine.engine import REPO, Engine
+from local.faults.faults import Faults, FaultsError
+from local.reports import run_report as reports
+from local.scenarios import callcenter
+from local.scenarios.demo_defaults import DEMO, LOCAL_STACK
+from local.template.template import TemplateError
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 
@@ -46,7 +47,7 @@ def load_scenario(name: str) -> dict[str, Any]:
 
 
 def scenario_parameters(s: dict[str, Any]) -> dict[str, Any]:
-    """A scenario's numbers as template parameters: the schedule turned on (``local.demo_defaults``), CreateTasks
+    """A scenario's numbers as template parameters: the schedule turned on (``local.scenarios.demo_defaults``), CreateTasks
     running every minute of scaled time and making arrival x period tasks; the runner and the TTL go to their
     parameters."""
     period = 60 * s["time_scale"]
@@ -154,7 +155,7 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def callcenter_demo(args: argparse.Namespace, scenario: dict[str, Any]) -> int:
-    """The call-center scenario (local/callcenter.py): agents, callers with preferences and patience, hang-ups."""
+    """The call-center scenario (local/scenarios/callcenter.py): agents, callers with preferences and patience, hang-ups."""
     params = {**callcenter.scenario_parameters(scenario), **parse_overrides(args.param_overrides)}
     out = Path(args.out)
     name = f"{scenario['name']}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             if args.endpoint_url:
                 raise SystemExit("up runs its own emulator: --endpoint-url does not apply")
-            # The local stack keeps its demo behaviour (the schedule on, one worker): local/demo_defaults.py.
+            # The local stack keeps its demo behaviour (the schedule on, one worker): local/scenarios/demo_defaults.py.
             return stack.up(args.template, {**LOCAL_STACK, **parse_overrides(args.param_overrides)}, args.port, args.persist,
                             Faults.parse(args.faults) if args.faults else None,
                             Path(args.discovery) if args.discovery else None)

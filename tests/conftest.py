@@ -71,7 +71,7 @@ ENGINE_MODULES = {
 # DynamoDB Local. A new test says so with @pytest.mark.moto_only(reason="...").
 MOTO_ONLY = {
     "tests/integration/test_matcher_concurrency.py": (
-        "runs on the serialized moto server (local/emulator.py) and replays its commit log, which DynamoDB Local "
+        "runs on the serialized moto server (local/emulator/server.py) and replays its commit log, which DynamoDB Local "
         "does not have; the claim race on DynamoDB Local is tests/integration/test_dynamodb_local_concurrency.py"
     ),
 }

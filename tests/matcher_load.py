@@ -1,4 +1,4 @@
-"""A call center on the serialized moto server (local/emulator.py): agents, calls, N matchers at once, and the checks of the
+"""A call center on the serialized moto server (local/emulator/server.py): agents, calls, N matchers at once, and the checks of the
 result (shared by tests/integration/test_matcher_concurrency.py and bench/matcher_bench.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from local.emulator import Emulator
+from local.emulator.server import Emulator
 from taskqueue.core.clock import SystemClock
 from taskqueue.core.model import from_item, new_tasks, parse_create_request
 from taskqueue.core.settings import Settings

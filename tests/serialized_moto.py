@@ -1,5 +1,5 @@
 """The serialized moto server for tests and benchmarks of concurrency: the local engine's emulator
-(``local/emulator.py``: moto's server in its own process behind one global request lock, with moto's
+(``local/emulator/server.py``: moto's server in its own process behind one global request lock, with moto's
 TransactWriteItems patched to check every condition first and copy no table), started at construction.
 
 With ``record_transactions=True`` it keeps the body of every TransactWriteItems that committed, in commit
@@ -9,7 +9,7 @@ count the requests served and the transactions refused.
 
 from __future__ import annotations
 
-from local.emulator import Emulator
+from local.emulator.server import Emulator
 
 
 class SerializedMoto(Emulator):

@@ -83,7 +83,7 @@ def test_claim_lanes_held_counts_live_leases(store, clock):
 
 
 def test_the_board_reads_the_function_log_the_local_stack_writes():
-    from local.stack import FUNCTION_LOG
+    from local.engine.stack import FUNCTION_LOG
     from taskq.board.services import LOCAL_FUNCTION_LOG
 
     assert LOCAL_FUNCTION_LOG == FUNCTION_LOG.name

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from local.demo_defaults import CONCURRENCY, RUNNER
-from local.engine import REPO, Engine
+from local.engine.engine import REPO, Engine
+from local.scenarios.demo_defaults import CONCURRENCY, RUNNER
 
 # Fast defaults: short runner, short budgets, a 0.3 s stream batching window, no schedules unless asked; one
-# worker and one matcher at a time, as the demo runs (local/demo_defaults.py; the template reserves none); the fake
+# worker and one matcher at a time, as the demo runs (local/scenarios/demo_defaults.py; the template reserves none); the fake
 # legacy system as the runner (the template names none).
 FAST = {
     **CONCURRENCY,

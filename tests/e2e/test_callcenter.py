@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from local import callcenter
 from local.__main__ import load_scenario
+from local.scenarios import callcenter
 from taskqueue.core.model import from_item
 from tests.e2e.conftest import table_items
 

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from local.__main__ import main
-from local.engine import Engine
-from local.faults import NEVER, Faults
+from local.engine.engine import Engine
+from local.faults.faults import NEVER, Faults
 from tests.e2e.conftest import table_items
 
 pytestmark = pytest.mark.e2e

@@ -1,6 +1,6 @@
 """A worker killed between claim and finish: the task is still completed exactly once.
 
-Runs on the local engine's emulator (``local.emulator.Emulator``: moto's server behind one request lock,
+Runs on the local engine's emulator (``local.emulator.server.Emulator``: moto's server behind one request lock,
 so conditional writes are atomic under concurrency, unlike in-process moto) with Worker instances and an
 injected FakeClock for lease expiry. Worker 1 claims and dies (its runner never returns to record an
 outcome); after the lease passes, several recovering workers race in threads; exactly one runs and
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    from local.emulator import Emulator
+    from local.emulator.server import Emulator
 
     emulator = Emulator()
     url = emulator.start()

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from local.engine import REPO
-from local.template import Template
+from local.engine.engine import REPO
+from local.template.template import Template
 from taskqueue.core.clock import SystemClock
 from taskqueue.core.errors import ConfigError
 from taskqueue.core.keys import Order

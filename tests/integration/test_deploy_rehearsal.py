@@ -24,8 +24,8 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from local.sam_transform import LOCAL_BUCKET, transform
-from local.template import load_yaml
+from local.template.sam_transform import LOCAL_BUCKET, transform
+from local.template.template import load_yaml
 from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus

@@ -1,5 +1,5 @@
 """Workers racing for the same tasks on DynamoDB Local, where a conditional write is atomic as in DynamoDB
-(plain moto is not under concurrent requests: it double-claims; see local/emulator.py).
+(plain moto is not under concurrent requests: it double-claims; see local/emulator/server.py).
 
 8 threads, each with its own client and TaskStore, read the same queue heads (TaskStore.candidates) and race
 to claim them (TaskStore.claim, one conditional UpdateItem from PENDING): every one of 500 tasks is claimed

@@ -1,4 +1,4 @@
-"""The faults the local engine injects (local/faults.py), each checked on the serialized moto server: refused
+"""The faults the local engine injects (local/faults/faults.py), each checked on the serialized moto server: refused
 requests (per SDK call and per request, exempt clients, seeds), conflicts in transactions, SNS publishes, index
 lag, and DynamoDB's item-size limit."""
 
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from local.emulator import Emulator
-from local.faults import Faults
-from local.item_size import LIMIT_BYTES, item_size
+from local.emulator.server import Emulator
+from local.faults.faults import Faults
+from local.faults.item_size import LIMIT_BYTES, item_size
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Matchers at once on the SERIALIZED moto server (one global request lock: conditional writes and
 transactions are atomic, as in DynamoDB; plain moto is not under concurrent requests).
 
-The server is the local engine's emulator (local/emulator.py, via tests/serialized_moto.py) in its own process.
+The server is the local engine's emulator (local/emulator/server.py, via tests/serialized_moto.py) in its own process.
 8 matchers, 500 calls (50 of them impatient: shed), 200 agents with mixed profiles. Every committed
 transaction is recorded in commit order and replayed: each match took an agent who was queued (never given
 twice) and was the head of the caller's queue at that moment (the longest-waiting eligible agent).

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from local.emulator import Emulator
-from local.faults import Faults
+from local.emulator.server import Emulator
+from local.faults.faults import Faults
 from taskqueue.client.create import create_tasks
 from taskqueue.core.clock import SystemClock
 from taskqueue.core.model import parse_create_request

@@ -1,7 +1,7 @@
 """The reliability suite's harness: a ledger of what actually ran, fleets of workers on the serialized moto server,
 and the figures each scenario records (written to reports/reliability-figures.json; docs/reliability.md).
 
-Everything of concurrency runs on the serialized moto server (local/emulator.py: one request at a time, so
+Everything of concurrency runs on the serialized moto server (local/emulator/server.py: one request at a time, so
 conditional writes are atomic as in DynamoDB), each worker thread with its own boto3 client.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from local.emulator import Emulator
+from local.emulator.server import Emulator
 from taskqueue.core.clock import SystemClock
 from taskqueue.core.model import Task, new_tasks, parse_create_request
 from taskqueue.core.settings import Settings

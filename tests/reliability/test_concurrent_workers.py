@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from local.emulator import Emulator
-from local.faults import Faults
+from local.emulator.server import Emulator
+from local.faults.faults import Faults
 from taskqueue.core.settings import Settings
 from tests.reliability.support import Ledger, create_tasks, record_figures, run_fleet, scan_table, statuses
 from tests.support import create_queue_table

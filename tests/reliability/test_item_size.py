@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 
-from local.engine import REPO, Engine
-from local.faults import Faults
-from local.item_size import LIMIT_BYTES, item_size
+from local.engine.engine import REPO, Engine
+from local.faults.faults import Faults
+from local.faults.item_size import LIMIT_BYTES, item_size
 from taskqueue.core.model import MAX_PAYLOAD_BYTES, MAX_RESULT_BYTES
 from tests.reliability.support import record_figures
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from local.faults import Faults
+from local.faults.faults import Faults
 from taskqueue.core.states import TaskStatus
 from tests.matcher_load import check_final_state, make_world, replay, run_matchers, scan
 from tests.reliability.support import record_figures

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from local.demo_defaults import CONCURRENCY, RUNNER
-from local.engine import REPO, Engine
-from local.faults import Faults
+from local.engine.engine import REPO, Engine
+from local.faults.faults import Faults
+from local.scenarios.demo_defaults import CONCURRENCY, RUNNER
 from tests.reliability.support import record_figures
 
 pytestmark = pytest.mark.reliability

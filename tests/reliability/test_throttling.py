@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from local.emulator import Emulator
-from local.faults import Faults
+from local.emulator.server import Emulator
+from local.faults.faults import Faults
 from taskqueue.core.clock import SystemClock
 from taskqueue.core.model import derived_task_ids
 from taskqueue.core.settings import Settings

@@ -1,5 +1,6 @@
-"""The queue core's layout holds (docs/architecture.md): packages by concern whose imports run one way only, no
-import cycle anywhere in the product, few entries at the layer's top, and no long module without its reason."""
+"""The queue core's and the local engine's layout holds (docs/architecture.md): packages by concern whose imports
+run one way only, no import cycle anywhere in the product, few entries at the layer's top, and no long module without
+its reason."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "taskqueue" / "taskqueue"
 # Lowest first: a package may import those below it, never one above (taskqueue/__init__.py says why).
 ORDER = ("core", "store", "wakeups", "work", "matching", "services", "client")
+LOCAL = ROOT / "local"
+# The local engine's packages, lowest first (local/__init__.py says why); local/__main__.py may import them all.
+LOCAL_ORDER = ("template", "faults", "emulator", "delivery", "engine", "reports", "scenarios")
 # The product's code: the layer, the handlers, the operator CLI, the local engine.
 PRODUCT = (("layers/taskqueue", "taskqueue"), ("cli", "taskq"), (".", "local"))
 MAX_LINES = 400
@@ -92,11 +96,28 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def rank(module: str) -> int | None:
+def rank(module: str, top: str = "taskqueue", order: tuple[str, ...] = ORDER) -> int | None:
     parts = module.split(".")
-    if parts[0] != "taskqueue" or len(parts) < 2:
+    if parts[0] != top or len(parts) < 2:
         return None
-    return ORDER.index(parts[1]) if parts[1] in ORDER else None
+    return order.index(parts[1]) if parts[1] in order else None
+
+
+def local_rank(module: str) -> int | None:
+    return rank(module, "local", LOCAL_ORDER)
+
+
+def upward_imports(ranking) -> list[str]:
+    upward = []
+    for module, targets in graph().items():
+        mine = ranking(module)
+        if mine is None:
+            continue
+        for target in targets:
+            theirs = ranking(target)
+            if theirs is not None and theirs > mine:
+                upward.append(f"{module} -> {target}")
+    return upward
 
 
 def test_no_import_cycle_in_the_product() -> None:
@@ -108,16 +129,22 @@ def test_the_cycle_check_finds_a_cycle() -> None:
 
 
 def test_the_layer_imports_only_downward() -> None:
-    upward = []
-    for module, targets in graph().items():
-        mine = rank(module)
-        if mine is None:
-            continue
-        for target in targets:
-            theirs = rank(target)
-            if theirs is not None and theirs > mine:
-                upward.append(f"{module} -> {target}")
-    assert upward == []
+    assert upward_imports(rank) == []
+
+
+def test_the_local_engine_imports_only_downward() -> None:
+    assert upward_imports(local_rank) == []
+
+
+def test_the_local_order_puts_the_template_lowest_and_leaves_main_out() -> None:
+    assert local_rank("local.template.cron") < local_rank("local.engine.stack")
+    assert local_rank("local.__main__") is None
+
+
+def test_every_local_module_belongs_to_a_package_of_the_order() -> None:
+    stray = [name for name in modules()
+             if name.startswith("local.") and name != "local.__main__" and local_rank(name) is None]
+    assert stray == []
 
 
 def test_every_layer_module_belongs_to_a_package_of_the_order() -> None:
@@ -146,3 +173,9 @@ def test_a_long_module_says_why_in_its_first_lines() -> None:
 def test_each_package_says_what_it_owns_and_may_import(package: str) -> None:
     doc = ast.get_docstring(ast.parse((LAYER / package / "__init__.py").read_text())) or ""
     assert "import" in doc, f"taskqueue/{package}/__init__.py must say what it may import"
+
+
+@pytest.mark.parametrize("package", LOCAL_ORDER)
+def test_each_local_package_says_what_it_owns_and_may_import(package: str) -> None:
+    doc = ast.get_docstring(ast.parse((LOCAL / package / "__init__.py").read_text())) or ""
+    assert "May import" in doc, f"local/{package}/__init__.py must say what it may import"

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from local.delivery import AsyncInvoker
-from local.sandbox import Invocation
-from local.template import FunctionSpec
+from local.delivery.async_invoker import AsyncInvoker
+from local.delivery.sandbox import Invocation
+from local.template.template import FunctionSpec
 
 SCALE = 0.01  # template seconds -> real seconds: 60 s of event age last 0.6 s here
 

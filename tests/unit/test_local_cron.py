@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from local.cron import Cron, CronError
-from local.schedules import Schedule
+from local.delivery.schedules import Schedule
+from local.template.cron import Cron, CronError
 
 
 def at(text: str) -> dt.datetime:

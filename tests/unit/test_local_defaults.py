@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from local import callcenter
 from local.__main__ import SCENARIOS, load_scenario, scenario_parameters
-from local.demo_defaults import CONCURRENCY, DEMO, LOCAL_STACK, PRESENCE, RUNNER, SCHEDULE
+from local.scenarios import callcenter
+from local.scenarios.demo_defaults import CONCURRENCY, DEMO, LOCAL_STACK, PRESENCE, RUNNER, SCHEDULE
 from tests.support import ROOT, template
 
 PARAMETERS = template()["Parameters"]

@@ -1,4 +1,4 @@
-"""The local engine's fault setting (local/faults.py): what it accepts, what it refuses, how it reads."""
+"""The local engine's fault setting (local/faults/faults.py): what it accepts, what it refuses, how it reads."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from local.faults import NEVER, ErrorRule, Faults, FaultsError
-from local.item_size import LIMIT_BYTES, item_size, number_size, value_size
+from local.faults.faults import NEVER, ErrorRule, Faults, FaultsError
+from local.faults.item_size import LIMIT_BYTES, item_size, number_size, value_size
 
 
 def test_nothing_is_faulted_by_default():

@@ -1,4 +1,4 @@
-"""The emulator's Query and Scan answered from the tables' order (local/index_reads.py, local/table_index.py) give
+"""The emulator's Query and Scan answered from the tables' order (local/emulator/index_reads.py, local/emulator/table_index.py) give
 moto's own answer: every page -- Items, Count, ScannedCount, LastEvaluatedKey, or the error -- of random queries and
 scans, paged to the end, compared with what moto 5.2.5 itself answers on the same table, after random puts,
 updates, deletes, transactions and batches; and the paths that change items behind moto's back (index lag's look
@@ -22,9 +22,9 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 from moto.dynamodb.models.table import Table
 
-from local.index_reads import patch_index_reads
-from local.moto_patches import patch_comparisons
-from local.wsgi_request import get_item, set_item, slot
+from local.emulator.index_reads import patch_index_reads
+from local.emulator.moto_patches import patch_comparisons
+from local.faults.wsgi_request import get_item, set_item, slot
 from tests.support import create_queue_table
 
 NAMES = itertools.count()
@@ -438,7 +438,7 @@ def test_a_count_of_a_partition_many_megabytes_long_pages_as_moto_pages(engines:
 
 
 def test_items_put_back_as_they_were_by_index_lag_are_what_the_index_answers(engines: Engines) -> None:
-    """local/index_lag.py shows a lagged read the table of N seconds ago by putting earlier items in place with
+    """local/faults/index_lag.py shows a lagged read the table of N seconds ago by putting earlier items in place with
     wsgi_request.set_item (no moto call), answering, and putting the current ones back."""
     table = f"tasks-{next(NAMES)}"
     create_queue_table(engines.client, table)

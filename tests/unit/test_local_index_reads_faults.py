@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from local.emulator import Emulator
+from local.emulator.server import Emulator
 from tests.support import create_queue_table
 
 TABLE = "faulty-tasks"

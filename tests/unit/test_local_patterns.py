@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from local.patterns import PatternError, matches, matches_any, sns_policy_matches
+from local.template.filter_patterns import PatternError, matches, matches_any, sns_policy_matches
 from tests.support import template
 
 INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"queue": {"S": "work"}, "priority": {"N": "9"}, "taskStatus": {"S": "PENDING"}}}}

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from local.persist import StateDir
+from local.engine.persist import StateDir
 
 ITEM = {"taskId": {"S": "t-1"}, "blob": {"B": b"\x00\xffbytes"}, "tags": {"SS": ["a", "b"]}, "sizes": {"NS": ["1", "2.5"]},
         "blobs": {"BS": [b"\x01", b"\x02"]}, "nested": {"M": {"list": {"L": [{"N": "3"}, {"BOOL": True}, {"NULL": True}]}}}}

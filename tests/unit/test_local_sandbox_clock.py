@@ -1,4 +1,4 @@
-"""The local engine's scaled function clock (local/sandbox.py, ``scale_clocks``): time, sleeps and threading's
+"""The local engine's scaled function clock (local/delivery/sandbox.py, ``scale_clocks``): time, sleeps and threading's
 waits run 1/scale as fast, counted from one shared epoch."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ PROBE = """
 import json, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor, wait
 sys.path.insert(0, {root!r})
-from local.sandbox import scale_clock
+from local.delivery.sandbox import scale_clock
 epoch = {epoch!r}
 real0 = time.perf_counter()
 scale_clock(0.05, epoch)

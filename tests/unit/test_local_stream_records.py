@@ -20,7 +20,7 @@ from moto.dynamodbstreams.models import dynamodbstreams_backends
 from moto.server import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import Client
 
-from local.moto_patches import patch_stream_records
+from local.emulator.moto_patches import patch_stream_records
 
 AUTH = "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x"
 NAMES = itertools.count()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from local.template import Resolver, Template, TemplateError, load_yaml
+from local.template.template import Resolver, Template, TemplateError, load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 

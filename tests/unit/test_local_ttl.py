@@ -1,4 +1,4 @@
-"""The TTL sweeper's pace (local/ttl.py): a sweep of a big table is followed by a pause proportional to it, so
+"""The TTL sweeper's pace (local/delivery/ttl.py): a sweep of a big table is followed by a pause proportional to it, so
 sweeping never holds the one-request-at-a-time emulator more than 1 / (1 + pace) of the time; a small table is
 swept every interval as before."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from local.ttl import TtlRegistry, TtlSweeper, pause_after
+from local.delivery.ttl import TtlRegistry, TtlSweeper, pause_after
 
 
 def test_a_sweep_longer_than_the_interval_is_followed_by_pace_times_its_length() -> None:

@@ -50,7 +50,7 @@ def test_outside_a_task_run_a_report_is_accepted_and_goes_nowhere():
 def test_a_progress_write_never_passes_triggers_stream_filter():
     """The MODIFY a progress write makes (a TAKEN task with progress) wakes nothing: Trigger's stream filter passes
     INSERTs of PENDING tasks and TTL deletions of PENDING tasks only."""
-    from local.patterns import matches_any
+    from local.template.filter_patterns import matches_any
     from tests.support import template
 
     filters = [f["Pattern"] for f in

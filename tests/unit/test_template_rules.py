@@ -1,6 +1,6 @@
 """template.yaml's Rules (issue 28): every parameter combination the code would refuse at run time is refused at deploy,
 each with a message naming both parameters, and the defaults and the demo's parameters pass. The Rules are evaluated
-as CloudFormation does by local/rules.py, which the local engine runs before anything starts (``make up PARAMS=...``)."""
+as CloudFormation does by local/template/rules.py, which the local engine runs before anything starts (``make up PARAMS=...``)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from local.intrinsics import text_of
-from local.rules import RuleViolation, check_rules
-from local.template import load_yaml
+from local.template.intrinsics import text_of
+from local.template.rules import RuleViolation, check_rules
+from local.template.template import load_yaml
 from taskqueue.core.errors import ConfigError
 from taskqueue.core.settings import Settings
 from tests.support import ROOT
@@ -46,9 +46,9 @@ def test_the_defaults_pass():
 
 
 def demo_configurations() -> Iterator[tuple[str, dict[str, Any]]]:
-    from local import callcenter
     from local.__main__ import SCENARIOS, load_scenario, scenario_parameters
-    from local.demo_defaults import LOCAL_STACK
+    from local.scenarios import callcenter
+    from local.scenarios.demo_defaults import LOCAL_STACK
     from tests.e2e.conftest import FAST
 
     yield "make up", dict(LOCAL_STACK)

@@ -20,7 +20,7 @@ from taskqueue.matching.agents import AgentStore
 # The agent table is scanned (the matching page) in the background, at most this often.
 AGENTS_EVERY_S = 30.0
 
-# The local stack writes every function's output here, beside its stack file (local/stack.py FUNCTION_LOG; a test
+# The local stack writes every function's output here, beside its stack file (local/engine/stack.py FUNCTION_LOG; a test
 # checks the two names agree).
 LOCAL_FUNCTION_LOG = "local-stack.functions.log"
 

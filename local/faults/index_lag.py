@@ -19,7 +19,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from local.wsgi_request import (
+from local.faults.wsgi_request import (
     WRITES,
     Request,
     Response,

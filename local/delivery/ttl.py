@@ -57,7 +57,7 @@ def pause_after(sweep_seconds: float, interval: float, pace: float) -> float:
     """How long the sweeper waits after a sweep: ``interval``, or ``pace`` times what the sweep took if longer.
 
     Why: a sweep is a Scan of the whole table (DynamoDB has no index on TTL), and the embedded emulator serves one
-    request at a time. Before the emulator's index reads (local/index_reads.py) a Scan page sorted the whole table,
+    request at a time. Before the emulator's index reads (local/emulator/index_reads.py) a Scan page sorted the whole table,
     and a 10,000-task local stack spent seconds of every second sweeping; now a sweep of 30,000 items takes
     0.03-0.1 s (measured on a loaded 2-core machine), but its cost still grows with the table. Paced, the sweeper's
     share of the emulator stays under 1 / (1 + pace) whatever the table's size; a small table is still swept every
@@ -75,7 +75,7 @@ class TtlSweeper:
                  lateness: float = 2.0, interval: float = 1.0, now: Callable[[], float] = time.time,
                  pace: float = 4.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.ddb = ddb
-        self.now = now  # the functions' time, which wrote the TTL attributes (a scaled clock: local/sandbox.py)
+        self.now = now  # the functions' time, which wrote the TTL attributes (a scaled clock: local/delivery/sandbox.py)
         self.table = table
         self.keys = key_names
         self.attribute = attribute

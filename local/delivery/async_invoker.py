@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from local.destinations import now_iso
-from local.sandbox import FunctionPool, Invocation
-from local.template import ACCOUNT, REGION, FunctionSpec
+from local.delivery.destinations import now_iso
+from local.delivery.sandbox import FunctionPool, Invocation
+from local.template.template import ACCOUNT, REGION, FunctionSpec
 
 Invoked = Callable[[str, str, Any, Invocation], None]  # (function, source, event, invocation)
 

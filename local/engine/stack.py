@@ -1,7 +1,7 @@
 """The local stack: ``python -m local up`` keeps the engine running on one endpoint until Ctrl-C (or
 ``python -m local down``), with the template's resources under stable names, schedules, streams and TTL live,
-the Lambda ``Invoke`` API (``local/lambda_api.py``) and, with ``--persist DIR``, its state kept between runs
-(``local/persist.py``).
+the Lambda ``Invoke`` API (``local/engine/lambda_api.py``) and, with ``--persist DIR``, its state kept between runs
+(``local/engine/persist.py``).
 
 While it runs, ``.taskq/local-stack.json`` at the repository root tells clients (``taskq``, ``make invoke``)
 where it is: ``stack_name``, ``endpoint_url``, ``region``, ``pid``, ``started_at``, ``persist_dir``, ``outputs``
@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from local.emulator import Emulator
-from local.engine import REPO, Engine
-from local.lambda_api import PREFIX, LambdaApi
-from local.persist import StateDir
-from local.sandbox import Invocation
-from local.template import DEFAULT_STACK, REGION
+from local.delivery.sandbox import Invocation
+from local.emulator.server import Emulator
+from local.engine.engine import REPO, Engine
+from local.engine.lambda_api import PREFIX, LambdaApi
+from local.engine.persist import StateDir
+from local.template.template import DEFAULT_STACK, REGION
 
 DEFAULT_PORT = 4590
 DISCOVERY = REPO / ".taskq" / "local-stack.json"

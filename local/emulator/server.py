@@ -16,17 +16,17 @@ matcher concurrency test (``tests/serialized_moto.py``) and the matcher benchmar
   (``tests/matcher_load.py``). Read through ``Emulator.commits``; ``requests`` and ``cancelled`` count
   requests and refused transactions.
 
-- **Faults** (``faults=``, ``local/faults.py``): between the lock and moto, the fault chain
-  (``local/fault_server.py``) can refuse a share of DynamoDB requests and SNS publishes, answer GSI queries
+- **Faults** (``faults=``, ``local/faults/faults.py``): between the lock and moto, the fault chain
+  (``local/faults/chain.py``) can refuse a share of DynamoDB requests and SNS publishes, answer GSI queries
   from the past (index lag) and enforce DynamoDB's 400 KB item-size limit; ``fault_report()`` /
   ``set_faults()`` read and replace the setting while the server runs. Clients made with
   ``client(..., faults=False)`` (``X-Local-Faults: off``) are never faulted.
 
 It runs as its own process (its own GIL, so the threads that drive it do not slow it down):
-``python -m local.emulator [--port N] [--record-transactions] [--no-fast-transactions] [--faults JSON]
+``python -m local.emulator.server [--port N] [--record-transactions] [--no-fast-transactions] [--faults JSON]
 [--forward PREFIX=URL] [--parent-pid PID]`` prints ``PORT <n>`` once it listens. The control paths under
 ``/_local/`` (stats, commit log) bypass the lock; ``--forward`` sends a path prefix to another server, ahead of
-the lock (``local/forward.py``: the local stack's Lambda API); ``--parent-pid`` exits when that process is gone.
+the lock (``local/emulator/forward.py``: the local stack's Lambda API); ``--parent-pid`` exits when that process is gone.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class SerializedApp:
 
     def __init__(self, app: Any, record_transactions: bool = False, faults: Any = None) -> None:
         self._app = app
-        self.faults = faults  # the fault chain (local/fault_server.py) inside ``app``, for /_local/faults
+        self.faults = faults  # the fault chain (local/faults/chain.py) inside ``app``, for /_local/faults
         self._lock = threading.Lock()
         self.record_transactions = record_transactions
         self.commits: list[dict[str, Any]] = []
@@ -113,15 +113,15 @@ class SerializedApp:
 def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool = False,
           fast_transactions: bool = True, faults: dict[str, Any] | None = None,
           forward: dict[str, str] | None = None, parent_pid: int | None = None) -> None:
-    """``faults``: a ``local.faults.Faults.server_config()`` (the fault chain is there even when it is empty, so
+    """``faults``: a ``local.faults.faults.Faults.server_config()`` (the fault chain is there even when it is empty, so
     the setting can be given later through ``POST /_local/faults``). ``forward``: path prefix -> URL of the server
     that answers it. ``parent_pid``: exit when that process is gone (the stack died without stopping us)."""
     from moto.server import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
-    from local.fault_server import FaultyApp
-    from local.index_reads import patch_index_reads
-    from local.moto_patches import patch_comparisons, patch_stream_records, patch_transactions
+    from local.emulator.index_reads import patch_index_reads
+    from local.emulator.moto_patches import patch_comparisons, patch_stream_records, patch_transactions
+    from local.faults.chain import FaultyApp
 
     if fast_transactions:
         patch_transactions()
@@ -135,7 +135,7 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
     faulty = FaultyApp(DomainDispatcherApplication(create_backend_app), faults)
     app: Any = SerializedApp(faulty, record_transactions=record_transactions, faults=faulty)
     for prefix, url in (forward or {}).items():
-        from local.forward import Forwarding
+        from local.emulator.forward import Forwarding
 
         app = Forwarding(app, prefix, url)
     if parent_pid:
@@ -171,7 +171,7 @@ class Emulator:
                  detached: bool = False) -> None:
         self.record_transactions = record_transactions
         self.fast_transactions = fast_transactions
-        self.initial_faults = faults  # a local.faults.Faults, or its server_config() dict, or None
+        self.initial_faults = faults  # a local.faults.faults.Faults, or its server_config() dict, or None
         self.port = port
         self.forward = dict(forward or {})
         self.detached = detached
@@ -180,7 +180,7 @@ class Emulator:
 
     def start(self, timeout: float = 30.0) -> str:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        command = [sys.executable, "-m", "local.emulator"]
+        command = [sys.executable, "-m", "local.emulator.server"]
         if self.record_transactions:
             command.append("--record-transactions")
         if not self.fast_transactions:
@@ -199,7 +199,7 @@ class Emulator:
             stderr=subprocess.DEVNULL,
             text=True,
             env=env,
-            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),  # the repository root
             start_new_session=self.detached,
         )
         assert self.proc.stdout is not None
@@ -280,11 +280,11 @@ class Emulator:
         return int(self._control("stats")["cancelled"])
 
     def fault_report(self) -> dict[str, Any]:
-        """The fault setting in force and its counters (local/fault_server.py)."""
+        """The fault setting in force and its counters (local/faults/chain.py)."""
         return self._control("faults")
 
     def set_faults(self, faults: Any) -> dict[str, Any]:
-        """Replace the fault setting (a ``local.faults.Faults`` or its ``server_config()``); counters restart."""
+        """Replace the fault setting (a ``local.faults.faults.Faults`` or its ``server_config()``); counters restart."""
         request = urllib.request.Request(self.url + CONTROL + "faults", method="POST",
                                          data=json.dumps(_server_config(faults)).encode())
         try:
@@ -309,12 +309,12 @@ def exempt_from_faults(client: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m local.emulator", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m local.emulator.server", description=__doc__.splitlines()[0])
     parser.add_argument("port", nargs="?", type=int, default=0)
     parser.add_argument("--port", dest="port_option", type=int, default=None)
     parser.add_argument("--record-transactions", action="store_true")
     parser.add_argument("--no-fast-transactions", dest="fast_transactions", action="store_false")
-    parser.add_argument("--faults", default=None, help="a Faults.server_config() as JSON (local/faults.py)")
+    parser.add_argument("--faults", default=None, help="a Faults.server_config() as JSON (local/faults/faults.py)")
     parser.add_argument("--forward", action="append", default=[], metavar="PREFIX=URL",
                         help="send requests under PREFIX to the server at URL")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")

@@ -1,7 +1,7 @@
 """The Lambda API of the local stack, as ``sam local start-lambda`` serves it: ``Invoke`` (RequestResponse,
 Event, DryRun), plus ``GetFunction`` and ``ListFunctions`` so ``aws lambda`` can see what is there.
 
-It listens on an internal port; the emulator forwards ``/2015-03-31/functions/`` to it (``local/forward.py``),
+It listens on an internal port; the emulator forwards ``/2015-03-31/functions/`` to it (``local/emulator/forward.py``),
 so clients use the stack's one endpoint. Functions are named by logical id, physical name, ARN, or
 ``name:$LATEST``. A synchronous invoke over the function's reserved concurrency is refused with HTTP 429
 ``TooManyRequestsException``, as Lambda refuses it; a function error is HTTP 200 with ``X-Amz-Function-Error``.
@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from local.template import ACCOUNT, REGION
+from local.template.template import ACCOUNT, REGION
 
 PREFIX = "/2015-03-31/functions"  # ListFunctions has no trailing slash
 FULL_LOGS_HEADER = "X-Local-Full-Logs"  # not AWS: `python -m local invoke` asks for every log line, not the last 4 KB

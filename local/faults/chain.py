@@ -1,4 +1,4 @@
-"""The emulator's fault chain: the mechanisms ``local.faults.Faults`` asks for, between the request lock and moto.
+"""The emulator's fault chain: the mechanisms ``local.faults.faults.Faults`` asks for, between the request lock and moto.
 
 Order of a request through it: ``request_faults`` (an injected error: nothing else runs, nothing is applied),
 then ``item_size`` (refuse, or undo, a write over 400 KB), then ``index_lag`` (remember writes, answer GSI reads
@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from local.faults import Faults
-from local.index_lag import IndexLag
-from local.item_size import ItemSizeLimit
-from local.request_faults import RequestFaults
-from local.wsgi_request import Request, read_request
+from local.faults.faults import Faults
+from local.faults.index_lag import IndexLag
+from local.faults.item_size import ItemSizeLimit
+from local.faults.request_faults import RequestFaults
+from local.faults.wsgi_request import Request, read_request
 
 
 class FaultyApp:

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from local.template import REGION
-from local.ttl import TtlRegistry, jsonable, key_of
+from local.delivery.ttl import TtlRegistry, jsonable, key_of
+from local.template.template import REGION
 
 log = logging.getLogger("local.engine")
 

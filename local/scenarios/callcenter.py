@@ -35,9 +35,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from local.callcenter_report import chart, summary_table, write
-from local.demo_defaults import CONCURRENCY, RUNNER
-from local.report import percentile
+from local.reports.callcenter_report import chart, summary_table, write
+from local.reports.run_report import percentile
+from local.scenarios.demo_defaults import CONCURRENCY, RUNNER
 
 NO_PREFERENCE = (None, "", "*", "any")
 # botocore's standard retry mode: 3 attempts, throttling errors (429 TooManyRequestsException) included, with
@@ -47,7 +47,7 @@ SDK_BACKOFF_BASE_SECONDS = 1.0
 
 
 def scenario_parameters(s: dict[str, Any]) -> dict[str, Any]:
-    """Template parameters of a call-center run: the demo's concurrency and runner (``local.demo_defaults``), no scheduled
+    """Template parameters of a call-center run: the demo's concurrency and runner (``local.scenarios.demo_defaults``), no scheduled
     work tasks (calls come from the driver)."""
     params: dict[str, Any] = {
         **CONCURRENCY,

@@ -4,12 +4,12 @@ secondary index as sorted partitions (a Query's order), so a read bisects to its
 Why: moto 5.2.5 answers every page of a Query on a global secondary index, and every page of a Scan, by sorting
 every item of the table (``Table.all_items``), walking all of them and deep-copying the page. A COUNT of a
 100,000-task ReadyIndex partition takes ~40 pages of 1 MB, each walking and sorting the 100,000 items. Reads
-served from this index (``local/index_reads.py``) cost what their page costs.
+served from this index (``local/emulator/index_reads.py``) cost what their page costs.
 
 How it stays right. An item enters, leaves or changes a table only
 1. through the table's item container (``table.items``): moto's put and delete, and ``wsgi_request.set_item``
    (index lag's look into the past, the item-size limit's undo, the transactions' rollback) -- the container is
-   replaced by dicts that report every placement and removal to the index (``local/item_containers.py``);
+   replaced by dicts that report every placement and removal to the index (``local/emulator/item_containers.py``);
 2. or in place, by moto's UpdateItem (an update expression changes the Item's attributes; a transaction's
    updates go through it too) -- ``patch_writes`` indexes the updated item again afterwards, also when the
    update failed halfway.
@@ -30,7 +30,7 @@ from typing import Any
 
 from sortedcontainers import SortedKeyList
 
-from local.item_containers import Items
+from local.emulator.item_containers import Items
 
 # Greater than every order_key (their first element is 0..5): a bisection bound "after every key starting so".
 TOP = (99,)

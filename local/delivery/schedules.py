@@ -11,9 +11,9 @@ import time
 import uuid
 from typing import Any
 
-from local.async_invoker import AsyncInvoker
-from local.cron import Cron
-from local.template import ACCOUNT, REGION
+from local.delivery.async_invoker import AsyncInvoker
+from local.template.cron import Cron
+from local.template.template import ACCOUNT, REGION
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(second|seconds|minute|minutes|hour|hours|day|days)\s*\)$")
 _UNIT = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}

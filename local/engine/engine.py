@@ -13,29 +13,29 @@ from typing import Any, Protocol, Self
 import boto3
 from botocore.config import Config
 
-from local.async_invoker import AsyncInvoker
-from local.destinations import Destinations
-from local.emulator import Emulator, exempt_from_faults
-from local.faults import NEVER, Faults, FaultsError
-from local.observer import Observer
-from local.sandbox import FunctionPool, Invocation
-from local.schedules import Schedule
-from local.sns_delivery import SnsDelivery, SnsSubscription
-from local.stream_mapping import StreamMapping
-from local.stream_reader import StreamReader
-from local.template import REGION, FunctionSpec, Template
-from local.ttl import TtlRegistry, TtlSweeper
+from local.delivery.async_invoker import AsyncInvoker
+from local.delivery.destinations import Destinations
+from local.delivery.sandbox import FunctionPool, Invocation
+from local.delivery.schedules import Schedule
+from local.delivery.sns_subscriptions import SnsDelivery, SnsSubscription
+from local.delivery.stream_mapping import StreamMapping
+from local.delivery.stream_reader import StreamReader
+from local.delivery.ttl import TtlRegistry, TtlSweeper
+from local.emulator.server import Emulator, exempt_from_faults
+from local.engine.observer import Observer
+from local.faults.faults import NEVER, Faults, FaultsError
+from local.template.template import REGION, FunctionSpec, Template
 
 log = logging.getLogger("local.engine")
 
 
 class Seeder(Protocol):
-    """Fills a newly created table or queue with saved state (``local/persist.py``); returns how much it put."""
+    """Fills a newly created table or queue with saved state (``local/engine/persist.py``); returns how much it put."""
 
     def seed_table(self, ddb: Any, logical: str, table: str) -> int: ...
 
     def seed_queue(self, sqs: Any, logical: str, url: str) -> int: ...
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 UNRESERVED_CONCURRENCY = 10  # local cap for functions without ReservedConcurrentExecutions
 
 
@@ -47,8 +47,8 @@ class Engine:
                  seeder: Seeder | None = None, scale_clocks: bool = False) -> None:
         """``emulator``: a configured, not yet started Emulator to run instead of the default one (the local stack
         gives a fixed port and its Lambda API). ``seeder``: puts saved items and messages into each table and queue
-        right after it is created, before its stream is read (``local/persist.py``). ``scale_clocks``: the functions'
-        own clocks run 1/time_scale as fast too (``local/sandbox.py``), so durations the handlers read (Timeout, a
+        right after it is created, before its stream is read (``local/engine/persist.py``). ``scale_clocks``: the functions'
+        own clocks run 1/time_scale as fast too (``local/delivery/sandbox.py``), so durations the handlers read (Timeout, a
         runner's run, leases) pass as fast as the platform's; the TTL sweeper keeps that time."""
         self.template_path = Path(template)
         self.overrides = dict(overrides or {})
@@ -56,7 +56,7 @@ class Engine:
         self.time_scale = time_scale
         # (scale, epoch) of the functions' clocks; the epoch is now, shared by every sandbox.
         self.clock = (time_scale, time.time()) if scale_clocks and time_scale != 1.0 else None
-        # Faults (local/faults.py): the emulator's share, and the TTL lateness ("never": no sweeper runs).
+        # Faults (local/faults/faults.py): the emulator's share, and the TTL lateness ("never": no sweeper runs).
         self.faults = faults or Faults()
         if self.faults.needs_server and self.endpoint_url:
             raise FaultsError("faults other than ttl_lateness act inside the embedded emulator: "
@@ -245,7 +245,7 @@ class Engine:
         queue_name = f"{self.stack}-sns-{function}-{event_name}"[:80]
         url = self.sqs.create_queue(QueueName=queue_name)["QueueUrl"]
         arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        # Unfiltered in the emulator: the filter policy is applied by the engine's matcher alone (local/patterns.py),
+        # Unfiltered in the emulator: the filter policy is applied by the engine's matcher alone (local/template/filter_patterns.py),
         # which reads every operator SNS has (moto's own filtering misses some, e.g. equals-ignore-case).
         sub_arn = self.sns_client.subscribe(TopicArn=props["Topic"], Protocol="sqs", Endpoint=arn,
                                             Attributes={"RawMessageDelivery": "false"},

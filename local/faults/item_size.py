@@ -23,7 +23,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from local.wsgi_request import (
+from local.faults.wsgi_request import (
     Request,
     Response,
     backend,

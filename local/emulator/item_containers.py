@@ -1,5 +1,5 @@
 """The item container of an indexed moto table (``table.items``), reporting every placement and removal of an item
-to the table's index (``local/table_index.py``): moto's put and delete, and ``wsgi_request.set_item`` (index lag's
+to the table's index (``local/emulator/table_index.py``): moto's put and delete, and ``wsgi_request.set_item`` (index lag's
 look into the past, the item-size limit's undo, the transactions' rollback) all go through it. Shaped like moto's
 ``defaultdict(dict)``: hash -> Item for a table without a range key, hash -> Group (range -> Item) with one. A copy
 (``copy.deepcopy`` of a restore) is plain dicts again: a table holding one is indexed afresh at its next read."""

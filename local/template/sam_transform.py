@@ -2,7 +2,7 @@
 plain CloudFormation, so Globals, ``IgnoreGlobals``, policies and event sources mean what SAM makes of them.
 
 Local code paths (``CodeUri``, ``ContentUri``) become ``s3://<LOCAL_BUCKET>/<path>`` before the transform (it
-accepts S3 locations only) and are read back from ``Code``/``Content`` by ``local/template.py``."""
+accepts S3 locations only) and are read back from ``Code``/``Content`` by ``local/template/template.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from local.intrinsics import REGION, TemplateError
+from local.template.intrinsics import REGION, TemplateError
 
 LOCAL_BUCKET = "local-code"
 

@@ -8,11 +8,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from local import patterns
-from local.async_invoker import Invoked
-from local.destinations import now_iso
-from local.sandbox import FunctionPool, Invocation
-from local.template import ACCOUNT, REGION
+from local.delivery.async_invoker import Invoked
+from local.delivery.destinations import now_iso
+from local.delivery.sandbox import FunctionPool, Invocation
+from local.template import filter_patterns
+from local.template.template import ACCOUNT, REGION
 
 
 class StreamMapping:
@@ -29,7 +29,7 @@ class StreamMapping:
         self.window = float(props.get("MaximumBatchingWindowInSeconds", 0)) * time_scale
         self.filters = [f["Pattern"] for f in ((props.get("FilterCriteria") or {}).get("Filters") or [])]
         for f in self.filters:
-            patterns.parse(f)  # fail at start on a pattern the matcher cannot read
+            filter_patterns.parse(f)  # fail at start on a pattern the matcher cannot read
         self.report_failures = "ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or [])
         self.bisect = bool(props.get("BisectBatchOnFunctionError", False))
         self.max_retries = int(props.get("MaximumRetryAttempts", -1))
@@ -51,7 +51,7 @@ class StreamMapping:
     def consume(self, records: list[dict[str, Any]]) -> None:
         if not self.enabled:
             return
-        kept = [r for r in records if patterns.matches_any(self.filters, r)]
+        kept = [r for r in records if filter_patterns.matches_any(self.filters, r)]
         with self._cond:
             self.stats["records_in"] += len(records)
             self.stats["filtered_out"] += len(records) - len(kept)

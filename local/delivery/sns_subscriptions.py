@@ -1,5 +1,5 @@
 """SNS -> Lambda subscriptions: each subscription is an SQS queue subscribed in the emulator (unfiltered);
-a poller applies the subscription's filter policy with the engine's own matcher (``local/patterns.py``) and
+a poller applies the subscription's filter policy with the engine's own matcher (``local/template/filter_patterns.py``) and
 hands one Lambda SNS event per message to the function's asynchronous queue."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from local import patterns
-from local.async_invoker import AsyncInvoker
+from local.delivery.async_invoker import AsyncInvoker
+from local.template import filter_patterns
 
 log = logging.getLogger("local.engine")
 
@@ -69,7 +69,7 @@ class SnsDelivery:
 
     def _deliver(self, sub: SnsSubscription, envelope: dict[str, Any]) -> None:
         attributes = envelope.get("MessageAttributes") or {}
-        if not patterns.sns_policy_matches(sub.filter_policy, attributes, envelope.get("Message", ""), sub.scope):
+        if not filter_patterns.sns_policy_matches(sub.filter_policy, attributes, envelope.get("Message", ""), sub.scope):
             self.stats["filtered"] += 1
             return
         self.stats["delivered"] += 1

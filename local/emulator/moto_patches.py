@@ -1,7 +1,7 @@
-"""Patches of moto 5.2.5's DynamoDB, applied in the emulator's server process (``local/emulator.py``):
+"""Patches of moto 5.2.5's DynamoDB, applied in the emulator's server process (``local/emulator/server.py``):
 ``patch_transactions`` (TransactWriteItems without copying whole tables), ``patch_comparisons`` (sorts and
 comparisons on native values) and ``patch_stream_records`` (GetRecords written without moto's generic serializer).
-Each returns its undo. Query and Scan from sorted indexes: ``local/index_reads.py``."""
+Each returns its undo. Query and Scan from sorted indexes: ``local/emulator/index_reads.py``."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def patch_transactions() -> Callable[[], None]:
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import Table
 
-    from local.wsgi_request import set_item
+    from local.faults.wsgi_request import set_item
 
     original = models.DynamoDBBackend.transact_write_items
     real_copy = models.copy
@@ -136,7 +136,7 @@ def patch_comparisons() -> Callable[[], None]:
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import Table
 
-    from local.table_index import order_key as native
+    from local.emulator.table_index import order_key as native
 
     original_all, original_sorted = Table.all_items, Table.sorted_items
     original_eq, original_ne = DynamoType.__eq__, DynamoType.__ne__

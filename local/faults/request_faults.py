@@ -1,6 +1,6 @@
 """Answer a share of DynamoDB requests and SNS Publish calls with an error, before they reach moto.
 
-Rules come from ``local.faults.ErrorRule``. A refused request is not applied (nothing reaches moto). With
+Rules come from ``local.faults.faults.ErrorRule``. A refused request is not applied (nothing reaches moto). With
 ``per="call"`` the decision is taken once per SDK call, by botocore's ``amz-sdk-invocation-id`` header (the same
 on every attempt of one call), so botocore retries a throttled call and is refused every time: the error passes
 the SDK's retries and reaches the code, as throttling that outlasts the retries does on AWS. A request without
@@ -19,8 +19,8 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from local.faults import DYNAMODB_CODES, SNS_CODES, ErrorRule
-from local.wsgi_request import Request, Response, dynamodb_error, query_error
+from local.faults.faults import DYNAMODB_CODES, SNS_CODES, ErrorRule
+from local.faults.wsgi_request import Request, Response, dynamodb_error, query_error
 
 _REMEMBERED_CALLS = 200_000
 SUFFIX = " (injected by the local engine's faults)"

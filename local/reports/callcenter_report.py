@@ -1,11 +1,11 @@
-"""The call-center scenario's summary table, report files and chart (the driver is ``local/callcenter.py``)."""
+"""The call-center scenario's summary table, report files and chart (the driver is ``local/scenarios/callcenter.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from local import report as reports
+from local.reports import run_report as reports
 
 
 def summary_table(report: dict[str, Any]) -> str:

@@ -8,11 +8,11 @@ request they act on):
 | Fault | Setting | Module |
 |---|---|---|
 | TTL deletes late, or never during the run | ``ttl_lateness`` (seconds, or ``"never"``) | the engine's ``TtlSweeper`` |
-| GSI queries see writes late | ``index_lag`` seconds, ``index_lag_indexes`` | ``local/index_lag.py`` |
-| DynamoDB throttling / conflicts on a share of requests | ``dynamodb_errors`` (rules) | ``local/request_faults.py`` |
-| SNS Publish refused on a share of calls | ``sns_publish_errors`` (a rule) | ``local/request_faults.py`` |
-| Lambda synchronous invoke refused with 429 over reserved concurrency | always on | ``local/sandbox.py`` ``FunctionPool`` |
-| DynamoDB's 400 KB item-size limit | ``item_size_limit`` | ``local/item_size.py`` |
+| GSI queries see writes late | ``index_lag`` seconds, ``index_lag_indexes`` | ``local/faults/index_lag.py`` |
+| DynamoDB throttling / conflicts on a share of requests | ``dynamodb_errors`` (rules) | ``local/faults/request_faults.py`` |
+| SNS Publish refused on a share of calls | ``sns_publish_errors`` (a rule) | ``local/faults/request_faults.py`` |
+| Lambda synchronous invoke refused with 429 over reserved concurrency | always on | ``local/delivery/sandbox.py`` ``FunctionPool`` |
+| DynamoDB's 400 KB item-size limit | ``item_size_limit`` | ``local/faults/item_size.py`` |
 
 Reproducible by seed: every random decision comes from a generator seeded by ``seed`` (one per rule), drawn in
 the order the server serializes requests. The same seed and the same sequence of requests give the same faults;

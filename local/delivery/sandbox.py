@@ -1,6 +1,6 @@
 """Lambda execution environments: one long-lived subprocess per function instance.
 
-The parent (``Sandbox``) starts ``python local/sandbox.py`` with the function's own environment; the child
+The parent (``Sandbox``) starts ``python local/delivery/sandbox.py`` with the function's own environment; the child
 puts the function's code directory and its layers on ``sys.path`` (as /var/task and /opt/python), imports
 the handler once (init), then serves invocations: a JSON request line on stdin, a JSON response line on a
 separate result pipe. The handler's stdout/stderr (its logs) go to the child's stdout, which the parent
@@ -125,7 +125,7 @@ if __name__ != "__main__":
     from pathlib import Path
     from typing import Any
 
-    from local.template import ACCOUNT, REGION, FunctionSpec
+    from local.template.template import ACCOUNT, REGION, FunctionSpec
 
     @dataclass
     class Invocation:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from local.intrinsics import TemplateError
+from local.template.intrinsics import TemplateError
 
 
 class RuleViolation(TemplateError):

@@ -1,4 +1,4 @@
-"""Query and Scan answered from the tables' order (``local/table_index.py``), page by page the way moto 5.2.5 pages.
+"""Query and Scan answered from the tables' order (``local/emulator/table_index.py``), page by page the way moto 5.2.5 pages.
 Just over 400 lines: Query and Scan share one page walk and its projection; apart, each would repeat them.
 
 Why: moto answers every page of a Query on a global secondary index by sorting the whole table, walking all of it,
@@ -28,7 +28,7 @@ import operator
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from local.table_index import TOP, Entry, GsiOrder, index_of, order_key, patch_writes
+from local.emulator.table_index import TOP, Entry, GsiOrder, index_of, order_key, patch_writes
 
 Page = tuple[list[Any], int, dict[str, Any] | None]
 

@@ -1,7 +1,7 @@
 """The stack the local engine runs: a SAM template, its parameters checked, expanded by the SAM transform
-(``local/sam_transform.py``, what ``sam deploy`` runs) into CloudFormation, and read from there: physical names
+(``local/template/sam_transform.py``, what ``sam deploy`` runs) into CloudFormation, and read from there: physical names
 for every resource, typed views of the functions (with what SAM made of Globals, layers, EventInvokeConfig and
-event sources) and the stack's outputs. Intrinsics are resolved by ``local/intrinsics.py``."""
+event sources) and the stack's outputs. Intrinsics are resolved by ``local/template/intrinsics.py``."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 
 from cfnlint.decode import cfn_yaml
 
-from local.intrinsics import ACCOUNT, NO_VALUE, REGION, Resolver, TemplateError, text_of
-from local.rules import check_rules
-from local.sam_transform import LOCAL_BUCKET, transform
+from local.template.intrinsics import ACCOUNT, NO_VALUE, REGION, Resolver, TemplateError, text_of
+from local.template.rules import check_rules
+from local.template.sam_transform import LOCAL_BUCKET, transform
 
 __all__ = ["ACCOUNT", "DEFAULT_STACK", "NO_VALUE", "REGION", "FunctionSpec", "Resolver", "Template", "TemplateError",
            "load_yaml"]
@@ -59,7 +59,7 @@ class Template:
         self.doc = load_yaml(self.path.read_text())
         self.stack = stack
         self.parameters = self._parameters(overrides or {})
-        # As CloudFormation: a combination the template's Rules refuse creates nothing (local/rules.py).
+        # As CloudFormation: a combination the template's Rules refuse creates nothing (local/template/rules.py).
         check_rules(self.doc, self.parameters)
         self.cfn = transform(self.doc, self.parameters, self.path.name)
         self.resources: dict[str, dict[str, Any]] = self.cfn.get("Resources") or {}

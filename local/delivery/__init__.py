@@ -1,0 +1,15 @@
+"""Event delivery the way AWS does it, one mechanism per module; open the one you mean to change:
+
+- ``sandbox.py``: Lambda execution environments (one subprocess per function instance) and a function's pool
+  (its concurrency limit, 429 over reserved concurrency)
+- ``async_invoker.py``: Lambda's asynchronous-invocation queue (throttle backoff, retries, event age, on-failure
+  destination); ``destinations.py``: the on-failure destinations (an SQS queue or an SNS topic of the stack)
+- ``sns_subscriptions.py``: SNS subscriptions of functions, with the filter-policy matcher
+- DynamoDB streams to a function: ``stream_reader.py`` (Lambda's poller: GetRecords on every shard, records in
+  Lambda's shape) and ``stream_mapping.py`` (the event source mapping: filters, batches, bisection, retries)
+- ``schedules.py`` (with ``local/template/cron.py``): EventBridge scheduled rules
+- ``ttl.py``: DynamoDB TTL deletions (late, as AWS deletes them), marked on the stream as TTL's
+
+May import: ``local.template`` (function specs, account and region, filter patterns, cron). Not the emulator: it
+reaches AWS through boto3 clients the engine gives it.
+"""
