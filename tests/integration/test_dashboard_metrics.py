@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from taskqueue.core.errors import PermanentTaskError
+from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.matching.rules import MatchSettings
 from taskqueue.services import MatcherServices
 from tests.agent_support import AGENT_TABLE, agent_table  # noqa: F401 (fixture)
@@ -113,7 +114,12 @@ def a_day_of_handlers(services, agent_table, store, clock, monkeypatch, capsys) 
     create({**calls, "ttlSeconds": 60})
     crashed = create({**calls, "maxAttempts": 1}) + create({**calls, "maxAttempts": 3})
     create({**calls, "count": 2})
-    create({"queue": "calls", "payload": {"caller": "c", "preferences": {"skill": "x"}}})  # dead-lettered
+    # A call that can never match is refused at creation now; one written before that check (straight to the table)
+    # is dead-lettered by the Matcher.
+    clock.advance(1)
+    never = parse_create_request({"queue": "calls", "payload": {"caller": "c", "preferences": {"skill": "x"}}},
+                                 services.settings)
+    store.put_tasks(new_tasks(never, clock.now_ms(), services.settings))
     crashed += create({"queue": "work", "maxAttempts": 1}) + create({"queue": "work", "maxAttempts": 3})
     create({"queue": "work", "count": 2})
     create({"queue": "work", "ttlSeconds": 60})
