@@ -4,6 +4,9 @@
     .venv/bin/python bench/idle_cost.py --json           # one JSON line as well (what bench/run.py reads)
     .venv/bin/python bench/idle_cost.py -p SafetyNetScheduleRate="rate(5 minutes)" -p DashboardEnabled=true
 
+Over 400 lines: the model reads the template itself (its parameters, conditions and the few intrinsics a price
+depends on), measures an idle run and prices the month, so that one file reruns the whole figure.
+
 Two parts, kept apart:
 
 - **running**: what an idle stack does by itself, per month (730 h): every enabled schedule's invocations (the
