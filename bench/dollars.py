@@ -39,6 +39,18 @@ PRICES = {
     "sqs_request": 0.40 / 1e6,  # $ per request (standard queue, up to 64 KB)
 }
 FREE = ("DynamoDB Streams GetRecords by Lambda triggers", "SNS deliveries to Lambda", "EventBridge schedule rules")
+# What an idle stack pays besides requests (bench/idle_cost.py), same source and caveat as PRICES: usage priced per
+# GB or per trace, and fees per resource-month (prorated by the hour; a custom metric only for hours it has data).
+USAGE_PRICES = {
+    "cloudwatch_logs_ingestion_gb": 0.50,  # $ per GB ingested, CloudWatch Logs standard log class
+    "xray_trace_recorded": 5.00 / 1e6,  # $ per trace recorded (Lambda with Tracing: Active)
+}
+MONTHLY_FEES = {
+    "cloudwatch_alarm_metric": 0.10,  # $ per standard-resolution alarm metric-month (a metric-math alarm: per metric)
+    "cloudwatch_dashboard": 3.00,  # $ per dashboard-month beyond the account's 3 free (up to 50 metrics each)
+    "cloudwatch_custom_metric": 0.30,  # $ per custom metric-month, first 10,000 (EMF metrics: name + dimension set)
+    "kms_key": 1.00,  # $ per customer managed key-month (requests $0.03 per 10,000, ~0 when idle)
+}
 
 # Provisioned capacity (BillingMode PROVISIONED), us-east-1, Standard table class, same source and caveat as PRICES:
 # $ per capacity unit-hour. A unit provisioned for an hour serves 3,600 units; at utilisation u (the consumed share,

@@ -1,6 +1,7 @@
 """The presentation of a `make bench` run: the side-by-side table, the details, bench/results.md and the docs' markers.
 
 bench/run.py gathers the figures (a dict of runs per part) and hands them here; nothing here runs a benchmark.
+Just over 400 lines: one row group per part of the run, each beside the others so the table reads as one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench import cost_floor, pickup
+from bench import cost_floor, idle_cost, pickup
 from bench.common import ROOT, Spread
 from bench.dollars import (
     DEFAULT_UTILISATION,
@@ -96,6 +97,8 @@ def build_table(r: dict[str, Any]) -> Table:
               d[f"product@{rate:g}"]["total"], "this project on-demand")
         t.add(f"$ per million tasks at {per_s(rate)}, provisioned", d[f"product-provisioned@{rate:g}"]["total"],
               d[f"sqs@{rate:g}"]["total"], "SQS standard + Lambda (no LIFO/priorities/shedding)")
+    if "idle_cost" in r:
+        idle_section(t, r["idle_cost"])
     t.section("Lambda invocations per 1,000 tasks (invocation model, template values)")
     for rate in RATES:
         m = r["model"]
@@ -173,6 +176,20 @@ def build_table(r: dict[str, Any]) -> Table:
         t.add(f"{shards} shard{'s' if shards > 1 else ''}, runner keeping up, owned shards ({owned['workers']} workers)",
               owned["rate"], sc[f"product@idle@{shards}"]["rate"], "every worker reading every shard", 0)
     return t
+
+
+def idle_section(t: Table, ic: dict[str, Any]) -> None:
+    """An idle stack's dollars per month (bench/idle_cost.py), on-demand and provisioned, running apart from fixed fees."""
+    od, pr = ic["months"]["on-demand"], ic["months"]["provisioned"]
+    t.section("Idle stack, $ per month: no task, template defaults, storage aside (bench/idle_cost.py; free tiers not "
+              "applied)")
+    target = f"issue 29 target (at most ${ic['target']:.2f})"
+    t.add("on-demand: running (safety net, its reads, logs, traces)", od["running"], ic["target"], target)
+    t.add("on-demand: fixed fees (alarms, dashboard, keys, custom metrics)", od["fixed"], float("nan"), "—")
+    t.add("on-demand: all", od["total"], ic["target"], target)
+    t.add("provisioned: running (least capacity of every table and index, safety net)", pr["running"], od["running"],
+          "this project on-demand")
+    t.add("provisioned: fixed fees (+ auto scaling's alarms)", pr["fixed"], od["fixed"], "this project on-demand")
 
 
 # ---- results.md -----------------------------------------------------------------------------------------
@@ -253,6 +270,9 @@ def details(r: dict[str, Any]) -> str:
     for key, d in r["dollars"].items():
         out.append(f"| {key} | {d['dynamodb']:.3f} | {d['lambda_requests']:.3f} | {d['lambda_compute']:.3f} | {d['sns']:.3f} | "
                    f"{d['sqs']:.3f} | **{d['total']:.3f}** |")
+    if "idle_cost" in r:
+        out.append("\n## An idle stack's month (bench/idle_cost.py)\n")
+        out.append(idle_cost.markdown(r["idle_cost"]))
     out.append("\n## The floor under the dollar targets (bench/cost_floor.py)\n")
     out.append("The least any design can pay that meets issue 17's pickup and invocation figures and keeps DESIGN.md's "
                "writes (3 task transitions, a sparse-index put and delete, the producer's touch of the queue's record); "

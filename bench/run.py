@@ -15,8 +15,8 @@ Runs, in this order (docs/benchmarks.md says what each figure means):
    each on its own server, with the same arrivals;
 4. the Matcher with 1, 4, 8 and 16 matchers, product and seed runs alternating, and 8 matchers with enough idle
    agents that helpers take part (bench/matcher_compare.py);
-5. the scale model (bench/scale_model.py) on the measured per-partition units, and the dollar model
-   (bench/dollars.py).
+5. the scale model (bench/scale_model.py) on the measured per-partition units, the dollar model
+   (bench/dollars.py), and an idle stack's month (bench/idle_cost.py: its safety-net run measured on moto).
 
 Every figure is the median of the runs with their min-max, next to its baseline and as a ratio to it. Prints
 the table and writes bench/results.md (and the raw figures to bench/results.json).
@@ -140,6 +140,12 @@ def workers(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return product, seed
 
 
+def idle_cost_part() -> dict[str, Any]:
+    """An idle stack's month on the template's defaults, on-demand and provisioned (bench/idle_cost.py: the safety
+    net's run measured on moto with the cost meter, then priced)."""
+    return finish(start([PY, "bench/idle_cost.py", "--json"]), "idle-cost model")[-1]
+
+
 def matcher(plan: Plan) -> dict[str, list[dict[str, Any]]]:
     """Product and seed runs alternate (--design both), so that a change of the machine's load falls on both."""
     runs = finish(start([PY, "bench/matcher_compare.py", "--design", "both", "--matchers", "1,4,8,16", "--agents",
@@ -240,6 +246,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     r["scale"] = scale_model(r["partitions"])
     r["dollars"] = dollars(r["idle"], r["model"])
+    say("   an idle stack's month (bench/idle_cost.py)")
+    r["idle_cost"] = idle_cost_part()
     wall = time.monotonic() - started
     table = build_table(r)
     command = ".venv/bin/python bench/run.py" + (" --quick" if args.quick else "")

@@ -132,3 +132,15 @@ def test_a_stack_without_a_runner_claims_nothing_and_raises_an_alarm():
     assert (alarm["Threshold"], alarm["ComparisonOperator"], alarm["TreatMissingData"]) == (0, "GreaterThanThreshold", "notBreaching")
     actions = {"Fn::If": ["HasAlarmEmail", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}
     assert alarm["AlarmActions"] == actions and alarm["OKActions"] == actions
+
+
+def test_the_dashboard_is_opt_in_and_no_alarm_depends_on_it():
+    """A dashboard costs $3.00 a month beyond an account's three free ones, six times an idle stack's running cost
+    (bench/idle_cost.py): off unless DashboardEnabled=true. The alarms are safety and stay on whatever it says."""
+    tpl = template()
+    assert tpl["Parameters"]["DashboardEnabled"]["Default"] == "false"
+    assert tpl["Conditions"]["HasDashboard"] == {"Fn::Equals": [{"Ref": "DashboardEnabled"}, "true"]}
+    assert RES["QueueDashboard"]["Condition"] == "HasDashboard"
+    assert tpl["Outputs"]["QueueDashboardName"]["Condition"] == "HasDashboard"
+    alarms = [name for name, res in RES.items() if res["Type"] == "AWS::CloudWatch::Alarm"]
+    assert len(alarms) == 6 and not [name for name in alarms if "Condition" in RES[name]]
