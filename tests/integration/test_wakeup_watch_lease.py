@@ -27,8 +27,10 @@ from taskqueue.core.handshake import (
 )
 from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.store import TaskStore
+from taskqueue.store.control import SLOT_LEASE_SECONDS, SLOT_RENEW_SECONDS
 from taskqueue.wakeups.watch import STOPPED, Watch
 from taskqueue.work.worker import Worker
+from tests.conftest import make_settings
 from tests.faults import FaultyClient
 from tests.integration.test_wakeup_handshake import write
 
@@ -215,3 +217,43 @@ def test_a_busy_worker_notices_a_write_while_its_tasks_keep_ending(services, top
     thread.join(REAL_TIMEOUT)
     assert (report.claimed, report.succeeded) == (8, 8) and topics.wakeups() == []
     assert ages and ages[0] <= 1000, f"the new task was claimed {ages[0]} ms (test clock) after its write"
+
+
+def test_a_killed_workers_running_limit_slots_come_back_within_seconds(dynamodb, topics, clock):
+    """Running limit 2: a worker holding both slots is killed mid-task. Its slots' short leases (renewed by the
+    live worker on their own cadence, not with the task's lease) lapse within SLOT_LEASE_SECONDS, so the next
+    worker runs new work then; the killed worker's tasks come back only when their own leases pass (before, the
+    slots stayed held as long: a ProcessTasks lease is at least the function's timeout)."""
+    settings = make_settings(topics, running_limit=2, lease_seconds=300)
+    store = TaskStore(dynamodb, settings, clock)
+    put(store, clock, 2)
+    dying = Dying(dynamodb, settings, clock)
+    dying.die, dying.release = threading.Event(), threading.Event()
+    started = threading.Barrier(3)
+
+    def runner(task) -> None:
+        started.wait(REAL_TIMEOUT)
+        dying.release.wait(REAL_TIMEOUT * 3)
+
+    thread, _ = in_thread(lambda: Worker(dying, runner, capacity=2, owner="killed", clock=clock).run("work", 120))
+    try:
+        started.wait(REAL_TIMEOUT)
+        for _ in range(4):  # alive for 6 s: its slots are renewed on their cadence, nobody may take them
+            clock.advance(SLOT_RENEW_SECONDS)
+            deadline = time.monotonic() + REAL_TIMEOUT
+            while store.control("work").slots_held < 2 or min(
+                store._token_expiries("slot", "work", 2).values()) < clock.now_ms() + 1000:
+                assert time.monotonic() < deadline, "the live worker's slots were not renewed"
+                time.sleep(0.01)
+        dying.die.set()
+        died_at = clock.now_ms()
+        put(store, clock)
+        assert store.acquire_slots("work", "someone", 1) == []  # still held, for at most one slot lease
+        clock.advance(SLOT_LEASE_SECONDS)  # its watch and its slots lapse together: a producer wakes the next worker
+        report = Worker(store, lambda task: None, capacity=2, owner="next", clock=clock).run("work", 30)
+        assert report.watched and report.limited == 0  # both slots free for it
+        assert report.claimed == 1 and report.succeeded == 1  # the new task; the killed worker's two stay leased
+        assert report.claim_ages_ms == [clock.now_ms() - died_at] and clock.now_ms() - died_at <= SLOT_LEASE_SECONDS * 1000
+    finally:
+        dying.release.set()
+        thread.join(REAL_TIMEOUT)

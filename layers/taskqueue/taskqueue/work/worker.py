@@ -153,7 +153,7 @@ class Worker:
             lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
         )
         delayed = self._delayed = DelayedView(self._store, control, self._clock)
-        slots_held = self._slots = HeldSlots(self._store, control, lambda: self._add(report, "errors"))
+        slots_held = self._slots = HeldSlots(self._store, control, lambda: self._add(report, "errors"), self._clock)
         self._outcomes = Outcomes(
             self._store, self._runner, self._owner, self._clock, self._rng,
             count=lambda name: self._add(report, name), released=self._released,
@@ -182,6 +182,7 @@ class Worker:
             while True:
                 running = self._collect(running, report)
                 self._heartbeat(running.values(), report)
+                slots_held.renew()  # the slots' and the watch's short leases: renewed on their cadence, full or not
                 watch.keep()
                 left = deadline - self._clock.monotonic()
                 if left <= 0:
@@ -316,9 +317,10 @@ class Worker:
             report.watched = watch.began  # a watch refused at first may have begun later
             # Tasks in flight finish inside their leases, which the heartbeat keeps.
             while running:
-                wait(running, timeout=self._heartbeat_seconds(), return_when=FIRST_COMPLETED)
+                wait(running, timeout=min(self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
                 running = self._collect(running, report)
                 self._heartbeat(running.values(), report)
+                slots_held.renew()
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
         # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
         if report.stopped_by not in ("paused", "limit"):
