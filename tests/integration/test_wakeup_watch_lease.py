@@ -102,9 +102,10 @@ class Dying(TaskStore):
 
 
 def test_a_killed_worker_is_replaced_within_the_short_watch_lease(dynamodb, services, settings, topics, clock):
-    """A watcher killed mid-task stops renewing: producers trust it only until its short lease lapses (before: 30 s,
-    a task enqueued 3 s after the death was claimed after 41 s), then the next write wakes a new worker, which
-    takes the watch over and claims the task."""
+    """A watcher killed mid-task stops renewing: producers trust it only until its short lease lapses (before: 30 s),
+    then the next write wakes a new worker, which takes the watch over and claims what was written since the death.
+    (A write made while the dead watcher was still trusted, with no write after the lapse, waits for the backstops:
+    docs/wakeups.md, "Every path".)"""
     put(services.store, clock)
     dying = Dying(dynamodb, settings, clock)
     dying.die, dying.release = threading.Event(), threading.Event()

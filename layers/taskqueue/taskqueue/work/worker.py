@@ -210,7 +210,8 @@ class Worker:
                         # almost every second: a read only after a quiet interval left new work waiting).
                         done, _ = wait(running, timeout=min(left, ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         running = self._collect(running, report)
-                        if watch.arrivals(ARRIVALS_POLL_SECONDS if done else 0.0):
+                        due_now = delayed.due_in_seconds() == 0  # a retry (this run's, say) fell due: look
+                        if due_now or watch.arrivals(ARRIVALS_POLL_SECONDS if done else 0.0):
                             drained_look = None
                         continue
                     look_from, drained_look = drained_look, None
@@ -233,7 +234,7 @@ class Worker:
                         raise
                     self._clock.sleep(min(left, self._refusal_pause()))
                     continue
-                if not candidates and not met_stale:  # only stale entries: pause below, look again
+                if not candidates and not met_stale:  # nothing claimable: wait for work (a stale entry: look again)
                     if running and watch.watching:  # an empty look saw the whole queue: the record tells of new writes
                         drained_look = look_started_ms
                         continue
