@@ -9,7 +9,11 @@ strongly consistent). Each case starts from an idle queue (no worker watching it
 - ``task``: one task on an idle queue `work`;
 - ``call``: a call on queue `calls` whose preferences an available agent fits (the agent logged in beforehand);
 - ``agent``: an agent becoming available (logs in) while a call it fits waits;
-- ``steady``: one task a second for ``--steady-seconds`` on `work` (the p50/p95 of all of them).
+- ``steady``: one task a second for ``--steady-seconds`` on `work` (the p50/p95 of all of them);
+- ``busy`` (``--busy``, a second stack: ``TaskRunner=bench_runner:run``, ``RunnerCapacity=8``): 3 tasks a second for
+  40 s, each running 0.2-3.0 s (about 5 of the 8 slots busy), create -> claim of every task (issue 28);
+- ``killed`` (``--busy``, the same stack): a task whose runner kills its process (as a Timeout or OOM does) is
+  claimed by the watcher; 3 s later a task is created: how long until it is claimed.
 
 Invocations per function come from the stack's own lines (one per invocation). Prints one JSON line per case
 and, with ``--out``, writes bench/results-pickup.md (bench/run.py carries its rows into bench/results.md).
@@ -177,6 +181,31 @@ def steady(stack: Stack, seconds: int) -> tuple[list[float], Counter[str]]:
     return waits, Counter({k: v - before.get(k, 0) for k, v in stack.invocations.items() if v - before.get(k, 0)})
 
 
+def busy(stack: Stack, seconds: int = 40, rate: float = 3.0) -> tuple[list[float], Counter[str]]:
+    import random
+
+    rng = random.Random(28)
+    stack.wait_idle("work")
+    before = Counter(stack.invocations)
+    created: list[tuple[str, int]] = []
+    start = time.monotonic()
+    for n in range(int(seconds * rate)):
+        time.sleep(max(0.0, start + n / rate - time.monotonic()))
+        created.append(create(stack, {"queue": "work", "payload": {"seconds": round(rng.uniform(0.2, 3.0), 2)}}))
+    stack.wait_idle("work")
+    waits = [_claim_time(stack, task_id, created_ms) for task_id, created_ms in created]
+    return waits, Counter({k: v - before.get(k, 0) for k, v in stack.invocations.items() if v - before.get(k, 0)})
+
+
+def killed(stack: Stack) -> float:
+    stack.wait_idle("work", timeout=120)
+    task_id, created_ms = create(stack, {"queue": "work", "payload": {"die": True}})
+    stack.claimed_after(task_id, created_ms)
+    time.sleep(3.0)
+    task_id, created_ms = create(stack, {"queue": "work", "payload": {"seconds": 0.2}})
+    return stack.claimed_after(task_id, created_ms)
+
+
 def _claim_time(stack: Stack, task_id: str, created_ms: int) -> float:
     """Seconds from creation to the claim, both read off the item (``claimedAt`` is written by the claim)."""
     item = stack.item(task_id)
@@ -196,7 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="times each single case runs (default 5)")
     parser.add_argument("--steady-seconds", type=int, default=40)
     parser.add_argument("--out", help="write the results here (markdown), e.g. bench/results-pickup.md")
+    parser.add_argument("--busy", action="store_true", help="only the busy and killed cases (their own stack)")
     args = parser.parse_args(argv)
+    if args.busy:
+        busy_and_killed(args.repeat)
+        return
     started = time.monotonic()
     stack = Stack(OVERRIDES)
     results: dict[str, Any] = {}
@@ -214,6 +247,20 @@ def main(argv: list[str] | None = None) -> None:
         stack.stop()
     if args.out:
         write(Path(args.out), results, args, time.monotonic() - started)
+
+
+BUSY_OVERRIDES = [*OVERRIDES, "TaskRunner=bench_runner:run", "RunnerCapacity=8"]
+
+
+def busy_and_killed(repeat: int) -> None:
+    stack = Stack(BUSY_OVERRIDES)
+    try:
+        waits, used = busy(stack)
+        print(json.dumps({"case": "busy", **summary(waits), "invocations": dict(used)}), flush=True)
+        waits = [killed(stack) for _ in range(repeat)]
+        print(json.dumps({"case": "killed", **summary(waits), "waits": [round(w, 2) for w in waits]}), flush=True)
+    finally:
+        stack.stop()
 
 
 def write(path: Path, results: dict[str, Any], args: argparse.Namespace, wall: float) -> None:

@@ -9,6 +9,7 @@ default), as many invocations as wake-ups arrive.
 from __future__ import annotations
 
 import dataclasses
+import random
 import threading
 import time
 import uuid
@@ -25,7 +26,9 @@ from taskqueue.core.keys import Order
 from taskqueue.core.model import Task, new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.store import Candidate, TaskStore
-from taskqueue.work.lease import Lease
+from taskqueue.store.control import SLOT_LEASE_SECONDS, SLOT_RENEW_SECONDS
+from taskqueue.work.claim_control import ClaimControl
+from taskqueue.work.held_slots import HeldSlots
 from taskqueue.work.worker import Worker
 from tests.serialized_moto import SerializedMoto
 from tests.support import FakeClock, create_queue_table
@@ -204,7 +207,9 @@ def test_several_workers_hold_the_runners_capacity_for_the_queue_unless_told_oth
         Settings.from_env({"QUEUE_TABLE_NAME": "t", "RUNNING_LIMIT": "-1"})
 
 
-def test_a_crashed_workers_slot_comes_back_when_its_lease_passes(server):
+def test_a_crashed_workers_slots_come_back_within_seconds_and_its_tasks_when_their_leases_pass(server):
+    """Issue 28: the slots' short leases (SLOT_LEASE_SECONDS) free a dead worker's slots long before its tasks'
+    leases pass (before, slots and tasks came back together, after LEASE_SECONDS)."""
     settings = new_queue(server, running_limit=2, lease_seconds=300)
     clock = FakeClock(SystemClock().now_ms())
     store = TaskStore(server.client(), settings, clock)
@@ -215,29 +220,32 @@ def test_a_crashed_workers_slot_comes_back_when_its_lease_passes(server):
     for candidate in store.candidates("work", 2):
         assert store.claim(candidate, "crashed-worker") is not None
     assert store.acquire_slots("work", "other-worker", 1) == []
-    report = Worker(store, lambda task: None, capacity=3, owner="other-worker", clock=clock).run("work", 5)
-    # It watches the queue, so it waits for a slot all its budget, then tail-calls: the queue is never left idle.
-    assert report.claimed == 0 and report.limited >= 5 and report.stopped_by == "budget" and report.work_remains
-    # The leases pass: the two tasks and the two slots come back together; every task runs.
+    report = Worker(store, lambda task: None, capacity=3, owner="other-worker", clock=clock).run("work", SLOT_LEASE_SECONDS + 2)
+    # It watches the queue, so it waits for a slot; the dead worker's slots lapse within SLOT_LEASE_SECONDS and it
+    # runs the third task in the same run. The two tasks stay leased to the dead worker.
+    assert report.limited >= 1 and report.claimed == 1 and report.succeeded == 1
+    # Their leases pass: the two tasks come back; every task runs.
     clock.advance(301)
     report = Worker(store, lambda task: None, capacity=3, owner="other-worker", clock=clock).run("work", 5)
-    assert report.recovered == 2 and report.succeeded == 3
+    assert report.recovered == 2 and report.succeeded == 2
     assert store.control("work").slots_held == 0
 
 
-def test_a_slot_is_renewed_with_its_tasks_lease(server):
+def test_a_slot_is_renewed_on_its_own_short_cadence_not_with_its_tasks_lease(server):
+    """Issue 28: a held slot is renewed by its run every SLOT_RENEW_SECONDS (a short lease a dead worker's slot
+    lapses from within seconds); a task's lease renewal no longer touches it."""
     settings = new_queue(server, running_limit=1, lease_seconds=300)
     clock = FakeClock(SystemClock().now_ms())
     store = TaskStore(server.client(), settings, clock)
-    store.put_tasks(make_tasks(settings, clock.now_ms(), count=1))
-    (slot,) = store.acquire_slots("work", "w", 1)
-    task = store.claim(store.candidates("work", 1)[0], "w")
-    assert task is not None
-    lease = Lease(task, store, "w", clock, slot)
-    clock.advance(250)
-    assert lease.renew()
-    clock.advance(100)  # past the first lease: the renewed slot still holds, so nobody else may run
-    assert store.acquire_slots("work", "other", 1) == []
-    assert lease.slot is not None and store.free_token(lease.slot)
-    assert len(store.acquire_slots("work", "other", 1)) == 1
+    control = ClaimControl(store, "work", "w", clock, random.Random(1), lambda *_: False)
+    held = HeldSlots(store, control, lambda: None, clock)
+    (slot,) = held.for_claims(1)
+    assert slot.expires_ms == clock.now_ms() + SLOT_LEASE_SECONDS * 1000
+    for _ in range(10):  # 10 renewals: well past the first lease, the slot still holds
+        clock.advance(SLOT_RENEW_SECONDS)
+        held.renew()
+        assert store.acquire_slots("work", "other", 1) == []
+    held.stop_claiming()
+    held.done(slot)  # freed as last renewed
+    assert held.held == 0 and len(store.acquire_slots("work", "other", 1)) == 1
 

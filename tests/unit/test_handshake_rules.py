@@ -10,6 +10,7 @@ from taskqueue.core.handshake import (
     INDEX_LAG_ALLOWANCE_SECONDS,
     WAKE_IN_FLIGHT_SECONDS,
     WATCH_LEASE_SECONDS,
+    WATCH_RENEW_SECONDS,
     ProducerStep,
     WakeRecord,
     producer_step,
@@ -63,7 +64,13 @@ def test_an_empty_look_counts_only_after_the_index_lag_allowance(last_write):
     assert stop_look_due_ms(WakeRecord(last_write_ms=last_write), lag_seconds=0) == last_write
 
 
-def test_a_watch_is_renewed_once_half_its_lease_is_gone():
-    half = int(WATCH_LEASE_SECONDS * 500)
-    assert not renewal_due(NOW + half, NOW)
-    assert renewal_due(NOW + half - 1, NOW)
+def test_a_watch_is_renewed_every_renewal_interval_well_before_its_short_lease_lapses():
+    """A short lease (a dead watcher is replaced within it), renewed often enough that about three renewals may fail
+    before it lapses; a lease shorter than two intervals is renewed at half of it."""
+    assert WATCH_LEASE_SECONDS <= 5 and WATCH_LEASE_SECONDS / WATCH_RENEW_SECONDS >= 3
+    lease_ms = int(WATCH_LEASE_SECONDS * 1000)
+    renewed_after = int(WATCH_RENEW_SECONDS * 1000)
+    assert not renewal_due(NOW + lease_ms - renewed_after + 1, NOW)
+    assert renewal_due(NOW + lease_ms - renewed_after, NOW)
+    assert not renewal_due(NOW + 1001, NOW, lease_seconds=2.0, every_seconds=1.5)
+    assert renewal_due(NOW + 1000, NOW, lease_seconds=2.0, every_seconds=1.5)

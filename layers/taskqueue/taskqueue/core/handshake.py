@@ -25,9 +25,13 @@ from enum import StrEnum
 # A global secondary index shows a write late, "typically within a fraction of a second": a worker's empty
 # look counts for a stop only if it began at least this long after the last producer's write it knows of.
 INDEX_LAG_ALLOWANCE_SECONDS = 1.0
-# A watcher's claim on its queue lapses this long after its last renewal (a crashed worker stops being
-# trusted after at most this); renewed once less than half of it is left.
-WATCH_LEASE_SECONDS = 30.0
+# A watcher's claim on its queue lapses this long after its last renewal: a worker that dies (Lambda kills on
+# Timeout and OOM without a word) is trusted at most this long, then the next producer wakes a new worker.
+WATCH_LEASE_SECONDS = 5.0
+# A live watcher renews its watch this often, whatever its runner does (idle, busy, full): about three renewals
+# may fail (throttling, a slow request) before the lease lapses. One UpdateItem of a small item: 2,400 write
+# units per worker-hour ($0.0015 on demand). Each renewal returns the record, so it also tells of new writes.
+WATCH_RENEW_SECONDS = 1.5
 # A wake-up a producer sent is trusted this long (SNS delivery and a Lambda start, cold ones included);
 # after that, the next producer (or the stream, or the safety net) wakes the queue again.
 WAKE_IN_FLIGHT_SECONDS = 10.0
@@ -81,6 +85,8 @@ def stop_look_due_ms(seen: WakeRecord, lag_seconds: float = INDEX_LAG_ALLOWANCE_
     return seen.last_write_ms + int(lag_seconds * 1000)
 
 
-def renewal_due(watch_until_ms: int, now_ms: int, lease_seconds: float = WATCH_LEASE_SECONDS) -> bool:
-    """Renew a watch once less than half of its lease is left."""
-    return watch_until_ms - now_ms < lease_seconds * 500
+def renewal_due(
+    watch_until_ms: int, now_ms: int, lease_seconds: float = WATCH_LEASE_SECONDS, every_seconds: float = WATCH_RENEW_SECONDS
+) -> bool:
+    """Renew a watch once ``every_seconds`` of its lease have passed (at most half of it, for a short lease)."""
+    return watch_until_ms - now_ms <= (lease_seconds - min(every_seconds, lease_seconds / 2)) * 1000

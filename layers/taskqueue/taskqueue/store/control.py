@@ -3,10 +3,11 @@
 A queue's control item (``taskId`` = ``queue#<name>``) holds ``paused``; workers read it before claiming, so a
 paused queue's tasks keep their places and TTLs and nobody claims them. The running limit (RUNNING_LIMIT; by default RUNNER_CAPACITY
 once several workers may run) is C slot items per queue (``queue#<name>#slot#<i>``): a worker takes a slot (a conditional write
-that succeeds only if the slot is free or its lease passed) before it claims a task, holds it while the task runs
-(renewed with the task's lease), and frees it once the outcome is recorded. A crashed worker's slot comes back
-when its lease passes, as its task does. So at most C tasks of the queue run at once across every worker and
-every invocation, whatever ProcessTasksConcurrency is.
+that succeeds only if the slot is free or its lease passed) before it claims a task, holds it while the task runs,
+and frees it once the outcome is recorded. A slot's lease is short (SLOT_LEASE_SECONDS, 5 s), renewed by its live
+worker every SLOT_RENEW_SECONDS (``taskqueue.work.held_slots``), so a crashed worker's slots come back within a few
+seconds, long before its tasks do (their leases last at least the function's timeout). So at most C tasks of the
+queue run at once across every worker and every invocation, whatever ProcessTasksConcurrency is.
 
 Claim lanes (CLAIM_LANES, the workers' reserved concurrency) are leased the same way, one per claiming worker,
 for its claim window: a worker knows its rank among the lanes held now and claims first the tasks that hash to
@@ -27,6 +28,10 @@ from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.table import _BATCH_GET_LIMIT, QueueTable, _key
 
 CONTROL_PREFIX = "queue#"
+# A running-limit slot's lease, and how often a live worker renews the slots it holds (about three renewals may fail
+# before one lapses): one UpdateItem per held slot per 1.5 s, 2,400 write units per slot-hour ($0.0015 on demand).
+SLOT_LEASE_SECONDS = 5.0
+SLOT_RENEW_SECONDS = 1.5
 
 
 @dataclass(frozen=True)
@@ -117,13 +122,13 @@ class QueueControls(QueueTable):
         return self._settings.running_limit_of(queue)
 
     def acquire_slots(self, queue: str, owner: str, wanted: int, rng: random.Random | None = None) -> list[Token]:
-        """Up to ``wanted`` free slots of ``queue``'s running limit, each leased to ``owner`` for LEASE_SECONDS
-        (renewed with the task's lease, ``renew_token``). Fewer than ``wanted`` (or none) when the limit is
-        reached. Raises if the queue has no limit."""
+        """Up to ``wanted`` free slots of ``queue``'s running limit, each leased to ``owner`` for SLOT_LEASE_SECONDS
+        (renewed by its worker every SLOT_RENEW_SECONDS, ``renew_token``). Fewer than ``wanted`` (or none) when the
+        limit is reached. Raises if the queue has no limit."""
         limit = self.running_limit(queue)
         if limit is None:
             raise InvalidTaskInput(f"queue {queue!r} has no running limit (RUNNING_LIMIT): there are no slots to take")
-        expires = self._clock.now_ms() + self._settings.lease_seconds * 1000
+        expires = self._clock.now_ms() + int(SLOT_LEASE_SECONDS * 1000)
         return self._take_tokens(SLOT, queue, limit, owner, wanted, expires, rng or random.Random())
 
     def take_lane(self, queue: str, owner: str, until_ms: int, rng: random.Random | None = None) -> Token | None:

@@ -70,9 +70,14 @@ class WakeRecords(QueueTable):
         )
 
     def renew_watch(self, queue: str, owner: str, until_ms: int) -> WakeRecord | None:
-        """Move the watch on; ``None`` if ``owner`` no longer watches (its lease lapsed and another took over)."""
+        """Move the watch on; ``None`` if ``owner`` no longer watches (its lease lapsed and another took over).
+
+        A watch that had lapsed is revived, and a wake-up claimed meanwhile is cleared with it: producers trust the
+        live watcher from here on, and a ``wakeSent`` left behind would tell them, once this watch ends, that a
+        wake-up is in flight when its worker has come and gone (or is a helper here)."""
         return self._conditional(
-            queue, "SET #until = :until", "#w = :me", {"#w": "watcher", "#until": "watchUntil"},
+            queue, "SET #until = :until REMOVE #sent", "#w = :me",
+            {"#w": "watcher", "#until": "watchUntil", "#sent": "wakeSent"},
             {":me": {"S": owner}, ":until": _n(until_ms)},
         )
 

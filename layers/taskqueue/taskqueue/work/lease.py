@@ -35,8 +35,9 @@ class Lease:
 
     def __init__(self, task: Task, store: TaskStore, owner: str, clock: Clock, slot: Token | None = None) -> None:
         self.task = task
-        # The queue's running-limit slot this task holds (RUNNING_LIMIT): renewed with the lease, freed once the
-        # outcome is recorded, so the slot and the task's lease lapse together if the worker dies.
+        # The queue's running-limit slot this task holds (RUNNING_LIMIT): renewed by the run's HeldSlots on its own
+        # short cadence (not with this lease: a dead worker's slot comes back within seconds), freed once the
+        # outcome is recorded.
         self.slot = slot
         self.expires_ms = task.lease_expires_ms or 0
         self.lost = False
@@ -66,13 +67,6 @@ class Lease:
                 self.lost = True
                 return False
             self.expires_ms = expires
-            if self.slot is not None:
-                # A slot renewal refused (it lapsed and another worker took it) leaves the task running: the limit
-                # may be passed by one until this task ends, which the log says.
-                renewed = self._store.renew_token(self.slot, expires)
-                if renewed is None:
-                    logger.warning("running-limit slot lost while the task runs", extra={"task_id": self.task.task_id})
-                self.slot = renewed
             return True
 
 

@@ -32,7 +32,7 @@ from taskqueue.core.errors import ConfigError, TaskQueueError, TaskTooLong
 from taskqueue.core.run_time import InvocationTime, too_long_message
 from taskqueue.core.states import TaskStatus
 from taskqueue.store import Candidate, TaskStore, dynamo
-from taskqueue.wakeups.watch import Lingering, Watch
+from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS, Lingering, Watch
 from taskqueue.work.claim_control import ClaimControl
 from taskqueue.work.delayed_view import DelayedView
 from taskqueue.work.held_slots import HeldSlots
@@ -106,6 +106,7 @@ class Worker:
         self._runner = runner
         self._call_for_help = call_for_help
         self._helped_at: float | None = None
+        self._helped_for: int | None = None  # the record's seq for which a full run last called for help
         self._capacity = capacity
         self._owner = owner
         self._clock = clock or SystemClock()
@@ -152,7 +153,7 @@ class Worker:
             lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
         )
         delayed = self._delayed = DelayedView(self._store, control, self._clock)
-        slots_held = self._slots = HeldSlots(self._store, control, lambda: self._add(report, "errors"))
+        slots_held = self._slots = HeldSlots(self._store, control, lambda: self._add(report, "errors"), self._clock)
         self._outcomes = Outcomes(
             self._store, self._runner, self._owner, self._clock, self._rng,
             count=lambda name: self._add(report, name), released=self._released,
@@ -181,6 +182,7 @@ class Worker:
             while True:
                 running = self._collect(running, report)
                 self._heartbeat(running.values(), report)
+                slots_held.renew()  # the slots' and the watch's short leases: renewed on their cadence, full or not
                 watch.keep()
                 left = deadline - self._clock.monotonic()
                 if left <= 0:
@@ -188,19 +190,28 @@ class Worker:
                     break
                 free = self._capacity - len(running)
                 if free == 0:
-                    wait(running, timeout=min(left, self._heartbeat_seconds()), return_when=FIRST_COMPLETED)
+                    # Full: the watch is still renewed on its cadence (``watch.keep`` above: it never lapses while
+                    # the run lives), and a write a renewal shows either calls for help (when another worker may
+                    # run) or is looked for once a slot frees (``watch.arrivals`` reports it).
+                    if watch.unseen_write() and watch.seen is not None and self._helped_for != watch.seen.seq:
+                        self._helped_for = watch.seen.seq
+                        self._help(queue, control, report)
+                    wait(running, timeout=min(left, self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS),
+                         return_when=FIRST_COMPLETED)
                     continue
                 if control.paused_now():
                     report.stopped_by = "paused"
                     break
                 if drained_look is not None and watch.watching:
                     if running:
-                        # The look saw the whole queue: while its tasks run, the record (not the index) tells of new
-                        # writes, once a poll interval passes with none of them ending (a look per ending task read
-                        # an empty index each time, half a read unit apiece).
-                        done, _ = wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                        # The look saw the whole queue: while its tasks run, the record (not the index: a look per
+                        # ending task would read an empty index each time) tells of new writes, read every
+                        # ARRIVALS_POLL_SECONDS whether or not tasks end meanwhile (with many slots one ends
+                        # almost every second: a read only after a quiet interval left new work waiting).
+                        done, _ = wait(running, timeout=min(left, ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         running = self._collect(running, report)
-                        if running and not done and watch.arrivals():
+                        due_now = delayed.due_in_seconds() == 0  # a retry (this run's, say) fell due: look
+                        if due_now or watch.arrivals(ARRIVALS_POLL_SECONDS if done else 0.0):
                             drained_look = None
                         continue
                     look_from, drained_look = drained_look, None
@@ -223,7 +234,10 @@ class Worker:
                         raise
                     self._clock.sleep(min(left, self._refusal_pause()))
                     continue
-                if not candidates and not met_stale:  # only stale entries: pause below, look again
+                if not candidates and not met_stale:  # nothing claimable: wait for work (a stale entry: look again)
+                    if running and watch.watching:  # an empty look saw the whole queue: the record tells of new writes
+                        drained_look = look_started_ms
+                        continue
                     if running:
                         wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         continue
@@ -301,11 +315,13 @@ class Worker:
             # have missed make it tail-call.
             missed = watch.end(look_started_ms) if report.stopped_by != "empty" else False
             report.lingered_ms += int(lingering.lingered_seconds * 1000)
+            report.watched = watch.began  # a watch refused at first may have begun later
             # Tasks in flight finish inside their leases, which the heartbeat keeps.
             while running:
-                wait(running, timeout=self._heartbeat_seconds(), return_when=FIRST_COMPLETED)
+                wait(running, timeout=min(self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
                 running = self._collect(running, report)
                 self._heartbeat(running.values(), report)
+                slots_held.renew()
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
         # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
         if report.stopped_by not in ("paused", "limit"):
