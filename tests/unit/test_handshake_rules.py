@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from taskqueue.core.handshake import (
     INDEX_LAG_ALLOWANCE_SECONDS,
+    PRODUCER_CLOCK_SKEW_SECONDS,
     WAKE_IN_FLIGHT_SECONDS,
     WATCH_LEASE_SECONDS,
     WATCH_RENEW_SECONDS,
@@ -62,6 +63,26 @@ def test_an_empty_look_counts_only_after_the_index_lag_allowance(last_write):
     due = stop_look_due_ms(WakeRecord(last_write_ms=last_write))
     assert due == last_write + int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
     assert stop_look_due_ms(WakeRecord(last_write_ms=last_write), lag_seconds=0) == last_write
+
+
+@given(st.integers(10_000, 2**42), st.integers(-5_000, 5_000), st.integers(0, 3_000))
+def test_a_skewed_producers_last_write_never_lets_a_look_count_before_the_write_shows(true_write, skew, read_after):
+    """``lastWrite`` is the producer's clock, off by up to PRODUCER_CLOCK_SKEW_SECONDS either way. With the time this
+    worker first read the write's seq (after the write, on its own clock), the due time is never before the true
+    write plus the lag allowance, and never later than that read plus it (no waiting for a producer's clock)."""
+    lag_ms = int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
+    seen = WakeRecord(seq=7, last_write_ms=true_write + skew)
+    due = stop_look_due_ms(seen, seen_at_ms=true_write + read_after)
+    assert true_write + lag_ms <= due <= true_write + read_after + lag_ms
+
+
+def test_without_the_read_time_a_producer_clock_behind_would_let_a_look_count_too_early():
+    """What the read time fixes: a producer 5 s behind stamps its write 5 s early."""
+    seen = WakeRecord(seq=7, last_write_ms=100_000 - 5_000)
+    assert stop_look_due_ms(seen) < 100_000  # lastWrite alone: due before the write was even made
+    # With the read time: lastWrite + the skew allowance (100,000, the write itself here) bounds it, before the read.
+    assert stop_look_due_ms(seen, seen_at_ms=100_200) == 100_000 + int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
+    assert PRODUCER_CLOCK_SKEW_SECONDS >= 5
 
 
 def test_a_watch_is_renewed_every_renewal_interval_well_before_its_short_lease_lapses():

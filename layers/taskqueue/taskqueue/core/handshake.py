@@ -32,6 +32,9 @@ WATCH_LEASE_SECONDS = 5.0
 # may fail (throttling, a slow request) before the lease lapses. One UpdateItem of a small item: 2,400 write
 # units per worker-hour ($0.0015 on demand). Each renewal returns the record, so it also tells of new writes.
 WATCH_RENEW_SECONDS = 1.5
+# A producer's clock may be off: the client runs on any host. ``lastWrite`` and ``wakeSent`` are stamped with it,
+# so a worker trusts ``lastWrite`` only within this much (``stop_look_due_ms``); see docs/wakeups.md, "Clocks".
+PRODUCER_CLOCK_SKEW_SECONDS = 5.0
 # A wake-up a producer sent is trusted this long (SNS delivery and a Lambda start, cold ones included);
 # after that, the next producer (or the stream, or the safety net) wakes the queue again.
 WAKE_IN_FLIGHT_SECONDS = 10.0
@@ -79,10 +82,24 @@ def producer_step(record: WakeRecord, now_ms: int) -> ProducerStep:
     return ProducerStep.WAKE
 
 
-def stop_look_due_ms(seen: WakeRecord, lag_seconds: float = INDEX_LAG_ALLOWANCE_SECONDS) -> int:
+def stop_look_due_ms(
+    seen: WakeRecord,
+    lag_seconds: float = INDEX_LAG_ALLOWANCE_SECONDS,
+    seen_at_ms: int | None = None,
+    skew_seconds: float = PRODUCER_CLOCK_SKEW_SECONDS,
+) -> int:
     """The earliest time (epoch ms) an empty look at the index may begin and still count for a stop: every
-    task written before ``seen``'s last touch shows in the index by then."""
-    return seen.last_write_ms + int(lag_seconds * 1000)
+    task written before ``seen``'s last touch shows in the index by then.
+
+    ``lastWrite`` is the producer's clock. With ``seen_at_ms`` (when this worker, on its own clock, first read
+    ``seen``'s ``seq``: the write was made before that), the write is bounded by the earlier of two times that are
+    both after it whatever the producer's clock says within ``skew_seconds``: ``seen_at_ms``, and ``lastWrite`` plus
+    the skew. Without it, ``lastWrite`` is taken as it is."""
+    if seen_at_ms is None:
+        written_by = seen.last_write_ms
+    else:
+        written_by = min(seen_at_ms, seen.last_write_ms + int(skew_seconds * 1000))
+    return written_by + int(lag_seconds * 1000)
 
 
 def renewal_due(

@@ -93,6 +93,8 @@ class Watch:
         self._begin_tried: float | None = None  # monotonic time of the last attempt to begin
         self._read_at: float | None = None  # monotonic time of the last look for new writes
         self.seen: WakeRecord | None = None  # the record as this run last read it strongly consistently
+        # (seq, when this run first read it, on its own clock): the stop rule's bound on a skewed producer's lastWrite.
+        self._seq_first_read: tuple[int, int] = (-1, 0)
         self.latest = WakeRecord()  # the newest record this run has read (any read): what it knows was written
 
     def begin(self) -> bool:
@@ -178,7 +180,7 @@ class Watch:
         again (a write arrived, or the look came too early for the index's lag)."""
         if not self.watching or self.seen is None:
             return STOPPED
-        due = stop_look_due_ms(self.seen, self._lag)
+        due = self._stop_look_due(self.seen)
         if look_started_ms < due:
             return LookAgain(due)
         try:
@@ -204,7 +206,7 @@ class Watch:
         self.watching = False
         try:
             if self._store.unwatch(self._queue, self._owner, self.seen.seq):
-                return look_started_ms is None or look_started_ms < stop_look_due_ms(self.seen, self._lag)
+                return look_started_ms is None or look_started_ms < self._stop_look_due(self.seen)
             self._store.unwatch(self._queue, self._owner, None)
         except TaskQueueError as exc:  # the watch lapses with its lease; wake the queue again to be safe
             if not self._refused("stopping the watch at the end of the run", exc, "letting it lapse and tail-calling"):
@@ -215,6 +217,10 @@ class Watch:
     def lag_seconds(self) -> float:
         return self._lag
 
+    def _stop_look_due(self, seen: WakeRecord) -> int:
+        first_read_ms = self._seq_first_read[1] if self._seq_first_read[0] == seen.seq else None
+        return stop_look_due_ms(seen, self._lag, first_read_ms)
+
     def _see(self, record: WakeRecord) -> None:
         self._tell(record)
         self.seen = record
@@ -222,6 +228,8 @@ class Watch:
             self.latest = record
 
     def _tell(self, record: WakeRecord) -> None:
+        if record.seq > self._seq_first_read[0]:  # a stale (eventually consistent) read tells nothing new
+            self._seq_first_read = (record.seq, self._clock.now_ms())
         if self._on_record is not None:
             self._on_record(record)
 
