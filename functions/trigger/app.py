@@ -59,7 +59,7 @@ class NotProcessed(Exception):
 
 def handle_stream(event: Mapping[str, Any], context: LambdaContext, svc: Services) -> dict[str, Any]:
     # The stream is the backstop of the producers' own wake-ups: it wakes only a queue nobody watches.
-    wakeups = Backstop(svc.notifier, "stream", svc.handshake)
+    wakeups = Backstop(svc.notifier, "stream", svc.handshake, outwait_lapse=True)
     counts: Counter[tuple[str, str]] = Counter()  # (metric, queue) -> count, emitted when the batch is done
     first_failure: list[str] = []
 

@@ -82,6 +82,17 @@ def producer_step(record: WakeRecord, now_ms: int) -> ProducerStep:
     return ProducerStep.WAKE
 
 
+# A live watcher's lease never has less than this left between renewals (WATCH_LEASE_SECONDS - WATCH_RENEW_SECONDS,
+# less half a second for a slow renewal): a watch with less has missed a renewal (its worker died, or is stalled).
+LAPSE_SUSPECTED_SECONDS = WATCH_LEASE_SECONDS - WATCH_RENEW_SECONDS - 0.5
+
+
+def lapse_suspected(record: WakeRecord, now_ms: int, below_seconds: float = LAPSE_SUSPECTED_SECONDS) -> bool:
+    """Does a watched queue's watcher look dead: its lease has less left than a live watcher ever lets it have? The
+    stream's backstop then waits for the lease to end and looks again, instead of trusting it (docs/wakeups.md)."""
+    return record.watched(now_ms) and record.watch_until_ms - now_ms < below_seconds * 1000
+
+
 def stop_look_due_ms(
     seen: WakeRecord,
     lag_seconds: float = INDEX_LAG_ALLOWANCE_SECONDS,

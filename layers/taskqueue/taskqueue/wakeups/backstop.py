@@ -26,9 +26,13 @@ class Backstop:
     """Wakes each queue at most once; a failed publish raises PublishError and leaves the queue un-woken, so
     the caller can fail what asked for it (a stream record, a tail call) and have it retried."""
 
-    def __init__(self, notifier: Notifier, reason: str, handshake: ProducerHandshake | None = None) -> None:
+    def __init__(
+        self, notifier: Notifier, reason: str, handshake: ProducerHandshake | None = None, *, outwait_lapse: bool = False
+    ) -> None:
         """``handshake``: wake only as a backstop (when no worker watches and no wake-up is in flight); without it,
-        every queue asked for is woken."""
+        every queue asked for is woken. ``outwait_lapse`` (the stream's): a watcher that missed a renewal is waited
+        out rather than trusted (``ProducerHandshake.if_idle``)."""
+        self._outwait_lapse = outwait_lapse
         self._notifier = notifier
         self._reason = reason
         self._handshake = handshake
@@ -40,7 +44,7 @@ class Backstop:
         if queue in self.looked:
             return
         if self._handshake is not None:
-            outcome = self._handshake.if_idle(queue, self._reason, correlation)
+            outcome = self._handshake.if_idle(queue, self._reason, correlation, outwait_lapse=self._outwait_lapse)
             self.looked.append(queue)
             if outcome != WOKEN:
                 logger.debug("no wake-up needed", extra={"queue": queue, "reason": self._reason, "outcome": outcome})

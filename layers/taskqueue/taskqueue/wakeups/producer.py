@@ -27,11 +27,14 @@ from botocore.exceptions import ClientError
 from taskqueue.core.clock import Clock
 from taskqueue.core.correlation import Correlation
 from taskqueue.core.errors import TaskQueueError
-from taskqueue.core.handshake import WAKE_IN_FLIGHT_SECONDS, ProducerStep, producer_step
+from taskqueue.core.handshake import WAKE_IN_FLIGHT_SECONDS, ProducerStep, lapse_suspected, producer_step
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.notify import Notifier
 
 logger = Logger(child=True)
+
+# How long past a suspect watch's end the stream's backstop reads the record again.
+LAPSE_MARGIN_SECONDS = 0.1
 
 WOKEN = "woken"
 FAILED = "failed"  # the wake-up could not be published: the backstops wake the queue
@@ -157,10 +160,19 @@ class ProducerHandshake:
         except TaskQueueError as exc:
             return self._failed(queue, self._failure(queue, exc), _NOT_WOKEN)
 
-    def if_idle(self, queue: str, reason: str, correlation: Correlation | None = None) -> WakeUp:
-        """Wake ``queue`` unless a worker watches it or a wake-up is in flight; raises if the publish failed."""
+    def if_idle(
+        self, queue: str, reason: str, correlation: Correlation | None = None, *, outwait_lapse: bool = False
+    ) -> WakeUp:
+        """Wake ``queue`` unless a worker watches it or a wake-up is in flight; raises if the publish failed.
+
+        ``outwait_lapse`` (the stream's backstop): a watcher that looks dead (``lapse_suspected``: it missed a
+        renewal) is not trusted on its word; wait until its lease ends (a few seconds at most) and read again. Writes
+        a producer made while a dead watcher was still trusted are woken so, whenever the stream's window began."""
         self._store.settings.order_of(queue)
         record = self._store.read_wake_record(queue)
+        if outwait_lapse and lapse_suspected(record, self._clock.now_ms()):
+            self._clock.sleep(max(0.0, (record.watch_until_ms - self._clock.now_ms()) / 1000) + LAPSE_MARGIN_SECONDS)
+            record = self._store.read_wake_record(queue)
         step = producer_step(record, self._clock.now_ms())
         if step is not ProducerStep.WAKE:
             return WakeUp(step.value)
