@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import importlib.util
@@ -155,3 +156,20 @@ def metric_totals(output: str) -> dict[str, float]:
 def metric_total(output: str, name: str, **dims: str) -> float:
     """Sum of metric ``name`` in ``output`` over the blobs whose dimensions include ``dims``."""
     return sum(m.value for m in emitted(output) if m.name == name and all(m.dims.get(k) == v for k, v in dims.items()))
+
+
+def imports_of(path: Path, package: str) -> list[tuple[str, list[str]]]:
+    """Every import statement of a module, at any depth of the file (a lazy import counts too): (the module it names,
+    the names it takes from it), with relative imports resolved against ``package`` (the module's own package).
+    ``import a.b`` is ("a.b", []); ``from a import b, c`` is ("a", ["b", "c"])."""
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            found.append((base, [alias.name for alias in node.names]))
+    return found

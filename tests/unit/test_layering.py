@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import imports_of
+
 ROOT = Path(__file__).resolve().parents[2]
 LAYER = ROOT / "layers" / "taskqueue" / "taskqueue"
 # Lowest first: a package may import those below it, never one above (taskqueue/__init__.py says why).
@@ -32,22 +34,13 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+def product_imports(name: str, path: Path, known: set[str]) -> set[str]:
     """Every product module ``name`` imports, at any depth of the file (a lazy import can close a cycle too)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        targets: list[str] = []
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            # ``from pkg import submodule`` depends on the submodule; ``from module import name`` on the module.
-            targets = [f"{base}.{alias.name}" for alias in node.names]
-        for target in targets:
+    for base, names in imports_of(path, package):
+        # ``from pkg import submodule`` depends on the submodule; ``from module import name`` on the module.
+        for target in [f"{base}.{taken}" for taken in names] or [base]:
             while target and target not in known:
                 target = target.rpartition(".")[0]
             if target and target != name:
@@ -58,7 +51,7 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
 def graph() -> dict[str, set[str]]:
     found = modules()
     known = set(found)
-    return {name: imports_of(name, path, known) for name, path in found.items()}
+    return {name: product_imports(name, path, known) for name, path in found.items()}
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:

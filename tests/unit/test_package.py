@@ -4,7 +4,6 @@ modules import, following the imports between the project's own modules, is a de
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 import tomllib
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from tests.support import ROOT
+from tests.support import ROOT, imports_of
 
 SOURCES = {"taskqueue": ROOT / "layers" / "taskqueue" / "taskqueue", "taskq": ROOT / "cli" / "taskq"}
 
@@ -48,16 +47,8 @@ def imported_by(entry_points: tuple[str, ...]) -> set[str]:
         if path is None:
             continue
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text())):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
-                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
-            for target in targets:
+        for base, names in imports_of(path, package):
+            for target in [base] + [f"{base}.{name}" for name in names]:
                 top = target.split(".")[0]
                 if top in SOURCES:
                     todo.append(target)

@@ -19,8 +19,8 @@ from taskqueue.core.handshake import WakeRecord
 from taskqueue.core.lanes import LANE_VIEW_SECONDS, LaneView
 from taskqueue.store import TaskStore, Token
 from taskqueue.work.claim_lanes import LAZY_LANE_VIEW_SECONDS, ClaimLanes
+from taskqueue.work.control_parts import Refused
 from taskqueue.work.queue_record import PAUSE_CHECK_SECONDS, RecordView
-from taskqueue.work.refusals import Refused
 
 __all__ = ["LAZY_LANE_VIEW_SECONDS", "PAUSE_CHECK_SECONDS", "ClaimControl", "Refused"]
 

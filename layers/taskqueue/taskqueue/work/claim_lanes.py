@@ -5,10 +5,8 @@ items: ``taskqueue.store.control``). Part of ``ClaimControl`` (``taskqueue.work.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 
-from taskqueue.core.clock import Clock
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.lanes import (
     LANE_JOIN_SECONDS,
@@ -22,8 +20,8 @@ from taskqueue.core.lanes import (
     owned_shards,
     shard_view,
 )
-from taskqueue.store import Candidate, TaskStore, Token
-from taskqueue.work.refusals import Refused
+from taskqueue.store import Candidate, Token
+from taskqueue.work.control_parts import ControlPart
 
 # A worker that joined its lanes late (``join(eager=False)``: it met another claimer) reads the lanes this often,
 # eventually consistent: a stale view costs a lost claim at most, after which it reads them again. The read is paid
@@ -32,15 +30,9 @@ from taskqueue.work.refusals import Refused
 LAZY_LANE_VIEW_SECONDS = 1.0
 
 
-class ClaimLanes:
+class ClaimLanes(ControlPart):
     """Mixed into ``ClaimControl``: this run's lane, its view of the lanes, and the plan of its claims."""
 
-    _store: TaskStore
-    _queue: str
-    _owner: str
-    _clock: Clock
-    _rng: random.Random
-    _refused: Refused
     _lane: Token | None
     _view: LaneView | None
     _next_view: float

@@ -5,13 +5,9 @@ read or write of the record refreshes, and the pause check that reads it at most
 
 from __future__ import annotations
 
-import random
-
-from taskqueue.core.clock import Clock
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.handshake import WakeRecord
-from taskqueue.store import TaskStore
-from taskqueue.work.refusals import Refused
+from taskqueue.work.control_parts import ControlPart
 
 # A paused queue (``taskq pause``) is noticed within this long. The check reads the queue's whole record (the item
 # that holds ``paused``, the wake-up handshake's fields and the delayed head), half a read unit, eventually
@@ -19,15 +15,9 @@ from taskqueue.work.refusals import Refused
 PAUSE_CHECK_SECONDS = 5.0
 
 
-class RecordView:
+class RecordView(ControlPart):
     """Mixed into ``ClaimControl``: the record as this run last read it (``record``, ``record_read_ms``), and pause."""
 
-    _store: TaskStore
-    _queue: str
-    _owner: str
-    _clock: Clock
-    _rng: random.Random
-    _refused: Refused
     _next_pause_check: float
     record: WakeRecord | None
     record_read_ms: int
