@@ -13,7 +13,10 @@ strongly consistent). Each case starts from an idle queue (no worker watching it
 - ``busy`` (``--busy``, a second stack: ``TaskRunner=bench_runner:run``, ``RunnerCapacity=8``): 3 tasks a second for
   40 s, each running 0.2-3.0 s (about 5 of the 8 slots busy), create -> claim of every task (issue 28);
 - ``killed`` (``--busy``, the same stack): a task whose runner kills its process (as a Timeout or OOM does) is
-  claimed by the watcher; 3 s later a task is created: how long until it is claimed.
+  claimed by the watcher; 3 s later a task is created: how long until it is claimed;
+- ``killed-at-limit`` (``--limit``, a third stack: ``WorkRunningLimit=3``, ``ProcessTasksConcurrency=3``): one worker
+  holds every slot of the running limit (two long tasks and one that kills its process) and is killed; 3 s later a
+  task is created: how long until it is claimed (the dead worker's slots lapse with their own short lease).
 
 Invocations per function come from the stack's own lines (one per invocation). Prints one JSON line per case
 and, with ``--out``, writes bench/results-pickup.md (bench/run.py carries its rows into bench/results.md).
@@ -206,6 +209,20 @@ def killed(stack: Stack) -> float:
     return stack.claimed_after(task_id, created_ms)
 
 
+def killed_at_limit(stack: Stack, limit: int = 3) -> float:
+    """Every slot of the running limit (WorkRunningLimit, 3 by default) held by one worker when it is killed: two
+    long tasks and one that kills the process; then, 3 s later, a task. Seconds until that task is claimed."""
+    stack.wait_idle("work", timeout=120)
+    sleepers = [create(stack, {"queue": "work", "payload": {"seconds": 60}}) for _ in range(limit - 1)]
+    for task_id, created_ms in sleepers:
+        stack.claimed_after(task_id, created_ms)
+    task_id, created_ms = create(stack, {"queue": "work", "payload": {"die": True}})
+    stack.claimed_after(task_id, created_ms)
+    time.sleep(3.0)
+    task_id, created_ms = create(stack, {"queue": "work", "payload": {"seconds": 0.2}})
+    return stack.claimed_after(task_id, created_ms)
+
+
 def _claim_time(stack: Stack, task_id: str, created_ms: int) -> float:
     """Seconds from creation to the claim, both read off the item (``claimedAt`` is written by the claim)."""
     item = stack.item(task_id)
@@ -226,9 +243,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steady-seconds", type=int, default=40)
     parser.add_argument("--out", help="write the results here (markdown), e.g. bench/results-pickup.md")
     parser.add_argument("--busy", action="store_true", help="only the busy and killed cases (their own stack)")
+    parser.add_argument("--limit", action="store_true",
+                        help="only the killed-at-the-limit case (its own stack: WorkRunningLimit 3, 3 workers)")
     args = parser.parse_args(argv)
     if args.busy:
         busy_and_killed(args.repeat)
+        return
+    if args.limit:
+        killed_at_the_limit(args.repeat)
         return
     started = time.monotonic()
     stack = Stack(OVERRIDES)
@@ -250,6 +272,18 @@ def main(argv: list[str] | None = None) -> None:
 
 
 BUSY_OVERRIDES = [*OVERRIDES, "TaskRunner=bench_runner:run", "RunnerCapacity=8"]
+# Several workers may run (3 reserved), so the queue-wide running limit holds: 3 slots.
+LIMIT_OVERRIDES = [*BUSY_OVERRIDES, "ProcessTasksConcurrency=3", "WorkRunningLimit=3"]
+
+
+def killed_at_the_limit(repeat: int) -> None:
+    stack = Stack(LIMIT_OVERRIDES)
+    try:
+        waits = [killed_at_limit(stack) for _ in range(repeat)]
+        print(json.dumps({"case": "killed-at-limit", **summary(waits), "waits": [round(w, 2) for w in waits]}),
+              flush=True)
+    finally:
+        stack.stop()
 
 
 def busy_and_killed(repeat: int) -> None:
