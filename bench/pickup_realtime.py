@@ -16,7 +16,9 @@ strongly consistent). Each case starts from an idle queue (no worker watching it
   claimed by the watcher; 3 s later a task is created: how long until it is claimed;
 - ``killed-at-limit`` (``--limit``, a third stack: ``WorkRunningLimit=3``, ``ProcessTasksConcurrency=3``): one worker
   holds every slot of the running limit (two long tasks and one that kills its process) and is killed; 3 s later a
-  task is created: how long until it is claimed (the dead worker's slots lapse with their own short lease).
+  task is created: how long until it is claimed (the dead worker's slots lapse with their own short lease);
+- ``redrive``, ``retry-all``, ``resume`` (``--operator``): from the operator's ``taskq`` command to the claim of
+  the task(s) it brings back (a cancelled task redriven, two retried, a paused queue resumed with a task waiting).
 
 Invocations per function come from the stack's own lines (one per invocation). Prints one JSON line per case
 and, with ``--out``, writes bench/results-pickup.md (bench/run.py carries its rows into bench/results.md).
@@ -223,6 +225,47 @@ def killed_at_limit(stack: Stack, limit: int = 3) -> float:
     return stack.claimed_after(task_id, created_ms)
 
 
+def taskq(stack: Stack, *args: str) -> None:
+    """The operator's command against this stack (the CLI finds it by its stack file)."""
+    env = {**os.environ, "TASKQ_LOCAL_STACK_FILE": str(stack.discovery)}
+    subprocess.run([sys.executable, "-m", "taskq", *args, "--local"], cwd=ROOT, env=env, check=True,
+                   capture_output=True, text=True)
+
+
+def _cancelled(stack: Stack, count: int) -> list[str]:
+    """``count`` tasks made and cancelled while the queue is paused (no worker takes them), the queue resumed, and
+    every worker gone: dead letters for the operator to bring back."""
+    taskq(stack, "pause", "work")
+    ids = [create(stack, {"queue": "work"})[0] for _ in range(count)]
+    for task_id in ids:
+        taskq(stack, "cancel", task_id)
+    taskq(stack, "resume", "work")
+    stack.wait_idle("work")
+    return ids
+
+
+def operator_actions(stack: Stack) -> dict[str, float]:
+    """Seconds from the operator's command (issued) to the claim: redrive of a cancelled task, retry-all of two,
+    resume of a queue paused with a task waiting."""
+    waited: dict[str, float] = {}
+    (task_id,) = _cancelled(stack, 1)
+    issued_ms = time.time_ns() // 1_000_000
+    taskq(stack, "redrive", task_id)
+    waited["redrive"] = stack.claimed_after(task_id, issued_ms)
+    ids = _cancelled(stack, 2)
+    issued_ms = time.time_ns() // 1_000_000
+    taskq(stack, "retry-all", "--state", "CANCELLED", "--queue", "work")
+    waited["retry-all"] = max(stack.claimed_after(task_id, issued_ms) for task_id in ids)
+    stack.wait_idle("work")
+    taskq(stack, "pause", "work")
+    task_id, _ = create(stack, {"queue": "work"})
+    stack.wait_idle("work")
+    issued_ms = time.time_ns() // 1_000_000
+    taskq(stack, "resume", "work")
+    waited["resume"] = stack.claimed_after(task_id, issued_ms)
+    return waited
+
+
 def _claim_time(stack: Stack, task_id: str, created_ms: int) -> float:
     """Seconds from creation to the claim, both read off the item (``claimedAt`` is written by the claim)."""
     item = stack.item(task_id)
@@ -243,6 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steady-seconds", type=int, default=40)
     parser.add_argument("--out", help="write the results here (markdown), e.g. bench/results-pickup.md")
     parser.add_argument("--busy", action="store_true", help="only the busy and killed cases (their own stack)")
+    parser.add_argument("--operator", action="store_true",
+                        help="only the operator's redrive, retry-all and resume (their own stack)")
     parser.add_argument("--limit", action="store_true",
                         help="only the killed-at-the-limit case (its own stack: WorkRunningLimit 3, 3 workers)")
     args = parser.parse_args(argv)
@@ -251,6 +296,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.limit:
         killed_at_the_limit(args.repeat)
+        return
+    if args.operator:
+        operator_cases(args.repeat)
         return
     started = time.monotonic()
     stack = Stack(OVERRIDES)
@@ -274,6 +322,17 @@ def main(argv: list[str] | None = None) -> None:
 BUSY_OVERRIDES = [*OVERRIDES, "TaskRunner=bench_runner:run", "RunnerCapacity=8"]
 # Several workers may run (3 reserved), so the queue-wide running limit holds: 3 slots.
 LIMIT_OVERRIDES = [*BUSY_OVERRIDES, "ProcessTasksConcurrency=3", "WorkRunningLimit=3"]
+
+
+def operator_cases(repeat: int) -> None:
+    stack = Stack(OVERRIDES)
+    try:
+        runs = [operator_actions(stack) for _ in range(repeat)]
+        for case in ("redrive", "retry-all", "resume"):
+            waits = [run[case] for run in runs]
+            print(json.dumps({"case": case, **summary(waits), "waits": [round(w, 2) for w in waits]}), flush=True)
+    finally:
+        stack.stop()
 
 
 def killed_at_the_limit(repeat: int) -> None:
