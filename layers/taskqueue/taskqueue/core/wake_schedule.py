@@ -1,0 +1,84 @@
+"""A scheduled wake-up at the queue's delayed head (pure rules): when a worker waits for a delayed entry, and when a
+stopping worker (or the safety net) must (re)set the queue's one EventBridge Scheduler schedule.
+
+A task delayed at creation, or a retry waiting out its backoff, used to be started on time only by a worker kept
+awake (billed) until it fell due; one due past the worker's budget waited for the safety net. Now a worker waits
+only for an entry due within ``WAIT_HORIZON_SECONDS``; past that it stops, and a one-time schedule wakes the queue
+``SCHEDULE_LEAD_SECONDS`` before the head (Trigger wakes it as a backstop: only if no worker watches it and no
+wake-up is in flight). The queue's record carries ``wakeAt``, the time the schedule is set for, so a stop whose
+head the schedule already covers sends no Scheduler request.
+
+The horizon, by the prices (docs/wakeups.md, "Delayed tasks and backoffs"): a worker held awake costs its memory's
+GB-s, $0.0000133334 per GB-s (arm64): 1.3e-5 $/s at 1 GB, 3.3e-6 $/s at 256 MB. A scheduled wake-up costs one
+Scheduler invocation ($1.00 per million), one Trigger invocation ($0.20 per million + ~0.1 s at 256 MB: ~3e-7),
+one SNS publish ($0.50 per million) and one more worker request ($0.20 per million): about 2.2e-6 $, plus a few
+DynamoDB writes (the record's wakeAt, the Trigger's handshake, the new watch). Break-even: under a second of a
+worker at 256 MB..1 GB. So a worker waits only for what falls due within 2 s (the schedule's lead and its second
+granularity: a woken worker arrives up to that early and must not stop again), never longer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+
+# A worker waits (polling) for a delayed entry due within this long; past it, it stops and a schedule wakes the
+# queue. Must cover SCHEDULE_LEAD_SECONDS plus the at() expression's second granularity.
+WAIT_HORIZON_SECONDS = 2.0
+# The schedule fires this long before the head, for Scheduler -> Trigger -> SNS -> worker to arrive by the due time.
+SCHEDULE_LEAD_SECONDS = 1.0
+
+
+class ScheduleStep(StrEnum):
+    NONE = "none"  # nothing delayed past the horizon: no schedule needed (a worker waits or tail-calls)
+    COVERED = "covered"  # the schedule set on the record fires at or before the head: no request
+    SCHEDULE = "schedule"  # create the schedule, or move it earlier
+
+
+def worth_waiting(due_in_seconds: float | None, left_seconds: float, horizon: float = WAIT_HORIZON_SECONDS) -> bool:
+    """Does a worker with ``left_seconds`` of its claim budget wait for the next delayed entry (``due_in_seconds``
+    from now; ``None``: none known)? Only if it falls due within the horizon (and the budget)."""
+    return due_in_seconds is not None and due_in_seconds < min(left_seconds, horizon)
+
+
+def wake_time_ms(head_ms: int, lead_seconds: float = SCHEDULE_LEAD_SECONDS) -> int:
+    """When the schedule for a head fires: the lead before it, down to the whole second (an at() expression's
+    granularity), so it never fires after the head."""
+    at = head_ms - int(lead_seconds * 1000)
+    return at - at % 1000
+
+
+def schedule_step(
+    head_ms: int | None, wake_at_ms: int | None, now_ms: int, horizon: float = WAIT_HORIZON_SECONDS
+) -> ScheduleStep:
+    """What a stopping worker does about the queue's schedule: ``head_ms`` is the earliest delayed entry it knows,
+    ``wake_at_ms`` what the queue's record says is scheduled (``None``: nothing). A recorded time in the past has
+    fired (or is firing): it covers nothing."""
+    if head_ms is None or head_ms - now_ms <= horizon * 1000:
+        return ScheduleStep.NONE
+    if wake_at_ms is not None and now_ms < wake_at_ms <= wake_time_ms(head_ms):
+        return ScheduleStep.COVERED
+    return ScheduleStep.SCHEDULE
+
+
+def at_expression(at_ms: int) -> str:
+    """The one-time schedule expression for ``at_ms`` (UTC, whole seconds): ``at(2026-11-27T11:30:05)``."""
+    return "at(" + dt.datetime.fromtimestamp(at_ms // 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + ")"
+
+
+def at_of(expression: str) -> int | None:
+    """The epoch ms an ``at(...)`` expression (UTC) names; ``None`` for anything else."""
+    text = expression.strip()
+    if not (text.startswith("at(") and text.endswith(")")):
+        return None
+    try:
+        when = dt.datetime.strptime(text[3:-1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+    return int(when.timestamp() * 1000)
+
+
+def schedule_name(prefix: str, queue: str) -> str:
+    """The queue's one schedule: ``<prefix>-<queue>`` (Scheduler allows 64 characters of [0-9a-zA-Z-_.])."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in queue)
+    return f"{prefix}-{safe}"[:64]
