@@ -8,13 +8,13 @@ only for an entry due within ``WAIT_HORIZON_SECONDS``; past that it stops, and a
 wake-up is in flight). The queue's record carries ``wakeAt``, the time the schedule is set for, so a stop whose
 head the schedule already covers sends no Scheduler request.
 
-The horizon, by the prices (docs/wakeups.md, "Delayed tasks and backoffs"): a worker held awake costs its memory's
-GB-s, $0.0000133334 per GB-s (arm64): 1.3e-5 $/s at 1 GB, 3.3e-6 $/s at 256 MB. A scheduled wake-up costs one
-Scheduler invocation ($1.00 per million), one Trigger invocation ($0.20 per million + ~0.1 s at 256 MB: ~3e-7),
-one SNS publish ($0.50 per million) and one more worker request ($0.20 per million): about 2.2e-6 $, plus a few
-DynamoDB writes (the record's wakeAt, the Trigger's handshake, the new watch). Break-even: under a second of a
-worker at 256 MB..1 GB. So a worker waits only for what falls due within 2 s (the schedule's lead and its second
-granularity: a woken worker arrives up to that early and must not stop again), never longer.
+The horizon, by the prices (docs/wakeups.md, "Delayed tasks and backoffs"): a worker of m GB held awake costs
+m x $0.0000133334 per second (arm64). The chain a schedule starts costs C ~ $5.4 per million: one Scheduler
+invocation ($1.00 per million), one Trigger invocation ($0.20 per million + ~0.1 s at 256 MB), one SNS publish
+($0.50), one more worker request ($0.20) and five writes ($0.625 each: wakeAt, Trigger's handshake, the new watch
+and stop), and its worker still waits the lead L = 1 s. Waiting W seconds is cheaper while W < L + C / (m x 13.3 per
+million): 2.6 s at 256 MB, 1.4 s at 1 GB. The horizon may not be under L + 1 s (at() has whole seconds: a woken
+worker may arrive that early and must wait, not schedule again): so 2 s.
 """
 
 from __future__ import annotations
