@@ -27,13 +27,19 @@ def test_the_schedule_fires_the_lead_before_the_head_on_a_whole_second_never_aft
     assert ws.at_expression(at) == "at(2026-11-22T12:04:59)"
     assert ws.at_of(ws.at_expression(at)) == at
     assert ws.at_of("rate(1 minute)") is None and ws.at_of("at(nonsense)") is None
+    # A head too close for the lead: the next whole second at least a second from now, never a time already past.
+    assert ws.wake_time_ms(NOW + 1_500, now_ms=NOW + 300) == NOW + 2_000
+    assert ws.wake_time_ms(NOW + 300_000, now_ms=NOW) == NOW + 299_000
     # The horizon covers the lead and the second's rounding: a woken worker arrives early and waits, not stops again.
     assert ws.SCHEDULE_LEAD_SECONDS + 1 <= ws.WAIT_HORIZON_SECONDS
 
 
 @pytest.mark.parametrize(("head", "wake_at", "step"), [
     (None, None, ScheduleStep.NONE),  # nothing delayed
-    (NOW + 1_000, None, ScheduleStep.NONE),  # due within the horizon: the worker waits (or tail-calls) for it
+    (NOW, None, ScheduleStep.NONE),  # due: the worker claims it (or tail-calls for it)
+    # At the horizon's edge (the worker neither waited nor tail-called): scheduled, never in the past.
+    (NOW + 1_000, None, ScheduleStep.SCHEDULE),
+    (NOW + 1_000, NOW + 1_000, ScheduleStep.COVERED),
     (NOW + 300_000, None, ScheduleStep.SCHEDULE),  # nothing scheduled
     (NOW + 300_000, ws.wake_time_ms(NOW + 300_000), ScheduleStep.COVERED),  # scheduled at this head: no request
     (NOW + 300_000, NOW + 100_000, ScheduleStep.COVERED),  # an earlier one fires first: its worker reschedules
@@ -43,6 +49,13 @@ def test_the_schedule_fires_the_lead_before_the_head_on_a_whole_second_never_aft
 ])
 def test_when_a_stop_sets_the_schedule(head, wake_at, step):
     assert ws.schedule_step(head, wake_at, NOW) is step
+
+
+def test_a_retry_at_the_horizons_edge_is_never_left_to_the_safety_net():
+    # The worker does not wait for (nor tail-call for) a head at the horizon: its stop schedules it.
+    due_in = ws.WAIT_HORIZON_SECONDS
+    assert not ws.worth_waiting(due_in, left_seconds=60)
+    assert ws.schedule_step(NOW + int(due_in * 1000) - 50, None, NOW) is ScheduleStep.SCHEDULE  # a moment later
 
 
 def test_the_schedule_is_named_from_the_stack_and_the_queue_within_schedulers_limits():

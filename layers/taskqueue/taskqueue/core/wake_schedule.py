@@ -30,7 +30,7 @@ SCHEDULE_LEAD_SECONDS = 1.0
 
 
 class ScheduleStep(StrEnum):
-    NONE = "none"  # nothing delayed past the horizon: no schedule needed (a worker waits or tail-calls)
+    NONE = "none"  # nothing delayed, or it is due already: no schedule (the worker claims it, or tail-calls for it)
     COVERED = "covered"  # the schedule set on the record fires at or before the head: no request
     SCHEDULE = "schedule"  # create the schedule, or move it earlier
 
@@ -41,22 +41,26 @@ def worth_waiting(due_in_seconds: float | None, left_seconds: float, horizon: fl
     return due_in_seconds is not None and due_in_seconds < min(left_seconds, horizon)
 
 
-def wake_time_ms(head_ms: int, lead_seconds: float = SCHEDULE_LEAD_SECONDS) -> int:
+def wake_time_ms(head_ms: int, now_ms: int | None = None, lead_seconds: float = SCHEDULE_LEAD_SECONDS) -> int:
     """When the schedule for a head fires: the lead before it, down to the whole second (an at() expression's
-    granularity), so it never fires after the head."""
+    granularity), so it never fires after the head; but never sooner than the whole second a second after
+    ``now_ms`` (a time already past would not fire), for a head that close."""
     at = head_ms - int(lead_seconds * 1000)
-    return at - at % 1000
+    at -= at % 1000
+    if now_ms is not None:
+        soonest = now_ms + 1000
+        at = max(at, soonest + (-soonest % 1000))
+    return at
 
 
-def schedule_step(
-    head_ms: int | None, wake_at_ms: int | None, now_ms: int, horizon: float = WAIT_HORIZON_SECONDS
-) -> ScheduleStep:
-    """What a stopping worker does about the queue's schedule: ``head_ms`` is the earliest delayed entry it knows,
-    ``wake_at_ms`` what the queue's record says is scheduled (``None``: nothing). A recorded time in the past has
-    fired (or is firing): it covers nothing."""
-    if head_ms is None or head_ms - now_ms <= horizon * 1000:
+def schedule_step(head_ms: int | None, wake_at_ms: int | None, now_ms: int) -> ScheduleStep:
+    """What a worker that stops without a tail call does about the queue's schedule: ``head_ms`` is the earliest
+    delayed entry it knows, ``wake_at_ms`` what the queue's record says is scheduled (``None``: nothing). A recorded
+    time in the past has fired (or is firing): it covers nothing. (A head within the wait horizon is normally waited
+    for, or tail-called for, and never gets here; one that does, at the horizon's edge, is scheduled too.)"""
+    if head_ms is None or head_ms <= now_ms:
         return ScheduleStep.NONE
-    if wake_at_ms is not None and now_ms < wake_at_ms <= wake_time_ms(head_ms):
+    if wake_at_ms is not None and now_ms < wake_at_ms <= wake_time_ms(head_ms, now_ms):
         return ScheduleStep.COVERED
     return ScheduleStep.SCHEDULE
 

@@ -97,7 +97,7 @@ class DelayedWakeups:
         if step is ScheduleStep.NONE or (step is ScheduleStep.COVERED and not verify):
             return step.value
         assert head_ms is not None
-        at_ms = wake_schedule.wake_time_ms(head_ms)
+        at_ms = wake_schedule.wake_time_ms(head_ms, now_ms)
         try:
             existing = self._existing(queue) if verify else None
             if verify and existing is not None and now_ms < existing <= at_ms:
