@@ -12,7 +12,7 @@ from tests.e2e.conftest import invocations, settled
 
 pytestmark = pytest.mark.e2e
 
-DELAY = 10  # seconds: beyond the worker's budget (TimeBudgetSeconds 3 in the e2e defaults)
+DELAY = 15  # seconds: beyond the worker's budget (TimeBudgetSeconds 3 in the e2e defaults)
 
 
 def create_delayed(engine, delay: float = DELAY) -> tuple[str, float]:

@@ -6,7 +6,9 @@ again."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
 from typing import Any
 
 import boto3
@@ -122,6 +124,36 @@ def test_a_worker_woken_at_the_schedule_waits_the_lead_and_claims_the_task_when_
     clock.advance((scheduled_at(scheduler) - clock.now_ms()) / 1000)  # the schedule fires
     report = run_worker(store, wakeups, clock)
     assert report.claimed == 1 and due <= clock.now_ms() < due + 1_500
+
+
+class Ceiling(random.Random):
+    """Backoff at its ceiling (no jitter), and pauses at their longest: a known retry time."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
+
+
+def test_a_retry_backing_off_past_the_horizon_is_scheduled_not_waited_for(store, wakeups, scheduler, clock):
+    backing_off = TaskStore(store._db, dataclasses.replace(store.settings, retry_base_seconds=40, retry_max_seconds=40), clock)
+    wakeups = DelayedWakeups(backing_off, scheduler, ScheduleConfig("stack-wake", ROLE, TARGET), clock)
+    attempts: list[int] = []
+
+    def flaky(task) -> None:
+        attempts.append(clock.now_ms())
+        if len(attempts) == 1:
+            raise RuntimeError("the legacy system timed out")
+
+    create(backing_off, clock)
+    worker = Worker(backing_off, flaky, capacity=1, owner="w", clock=clock, rng=Ceiling(), stopped=wakeups.ensure)
+    report = worker.run("work", 60)
+    # Before: the worker stayed awake (billed) 40 s for the retry inside its 60 s budget.
+    assert report.released == 1 and report.succeeded == 0 and not report.work_remains
+    retry_at = attempts[0] + 40_000
+    assert clock.now_ms() < attempts[0] + 5_000
+    assert scheduled_at(scheduler) == wake_schedule.wake_time_ms(retry_at)
+    clock.advance((scheduled_at(scheduler) - clock.now_ms()) / 1000)  # the schedule fires: a worker is woken
+    report = Worker(backing_off, flaky, capacity=1, owner="w2", clock=clock, rng=Ceiling(), stopped=wakeups.ensure).run("work", 60)
+    assert report.succeeded == 1 and retry_at <= attempts[1] < retry_at + 1_500
 
 
 def test_without_schedules_a_worker_still_waits_for_a_delay_within_its_budget(store, clock):
