@@ -1,5 +1,7 @@
 """Create -> first claim in real seconds, on the local stack without time scaling: what a user of `make up` waits.
 
+Over 400 lines: one command for every real-time pickup figure; the cases share the stack, its clients and the
+summary, each a few lines of its own.
 Starts `python -m local up` (exactly what `make up` runs: the template's defaults, real time, streams, SNS,
 schedules and TTL live) on a free port with its own discovery file, with the CreateTasks schedule off and a
 fake runner of 1 s, and talks to it as a user's system would: the Lambda Invoke API for CreateTasks and
@@ -19,6 +21,10 @@ strongly consistent). Each case starts from an idle queue (no worker watching it
   task is created: how long until it is claimed (the dead worker's slots lapse with their own short lease);
 - ``redrive``, ``retry-all``, ``resume`` (``--operator``): from the operator's ``taskq`` command to the claim of
   the task(s) it brings back (a cancelled task redriven, two retried, a paused queue resumed with a task waiting).
+- ``delayed``: tasks created together on an idle `work` with ``delaySeconds`` of each of ``--delays`` (default
+  25,150,600; 600 is past the safety net's 60 s period and any worker's budget): claim - due for each (from its
+  ``claimedAt``); no worker stays awake while they wait, the queue's scheduled wake-up at its delayed head
+  (EventBridge Scheduler, fired by the local engine) wakes it. ``--delays ''`` skips it.
 
 Invocations per function come from the stack's own lines (one per invocation). Prints one JSON line per case
 and, with ``--out``, writes bench/results-pickup.md (bench/run.py carries its rows into bench/results.md).
@@ -68,6 +74,7 @@ class Stack:
                    "--param-overrides", *overrides]
         self.proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.invocations: Counter[str] = Counter()
+        self.sources: Counter[str] = Counter()  # "<function> (<source>)"
         self._ready = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
         if not self._ready.wait(180):
@@ -89,6 +96,7 @@ class Stack:
             found = INVOCATION_LINE.match(line)
             if found:
                 self.invocations[found.group(1)] += 1
+                self.sources[f"{found.group(1)} ({found.group(2)})"] += 1
 
     def invoke(self, function: str, payload: dict[str, Any]) -> dict[str, Any]:
         response = self.lam.invoke(FunctionName=self.outputs[function], Payload=json.dumps(payload).encode())
@@ -275,6 +283,23 @@ def _claim_time(stack: Stack, task_id: str, created_ms: int) -> float:
     return (int(claimed) - created_ms) / 1000
 
 
+def delayed(stack: Stack, delays: list[int]) -> dict[str, Any]:
+    """Tasks delayed by each of ``delays``, created together on an idle queue: claim - due (s) per delay, and the
+    invocations (by function and source) from their creation to the last claim."""
+    stack.wait_idle("work")
+    before = Counter(stack.sources)
+    tasks = [(d, *create(stack, {"queue": "work", "delaySeconds": d, "ttlSeconds": d + 900})) for d in delays]
+    late: dict[str, float] = {}
+    for delay, task_id, created_ms in sorted(tasks):
+        due_ms = created_ms + delay * 1000
+        time.sleep(max(0.0, (due_ms - 3000) / 1000 - time.time()))  # nothing to see before: poll from 3 s ahead
+        stack.claimed_after(task_id, created_ms, timeout=delay + 180)
+        late[str(delay)] = round(_claim_time(stack, task_id, due_ms), 3)
+        print(json.dumps({"case": "delayed", "delay": delay, "claim_minus_due": late[str(delay)]}), flush=True)
+    used = {k: v - before.get(k, 0) for k, v in stack.sources.items() if v - before.get(k, 0)}
+    return {"late": late, "invocations": used}
+
+
 def summary(values: list[float]) -> dict[str, float]:
     return {"p50": round(statistics.median(values), 2), "p95": round(percentile(values, 95), 2),
             "max": round(max(values), 2), "n": len(values)}
@@ -284,6 +309,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="times each single case runs (default 5)")
     parser.add_argument("--steady-seconds", type=int, default=40)
+    parser.add_argument("--delays", default="25,150,600",
+                        help="delaySeconds of the delayed case's tasks, comma-separated ('' skips the case)")
+    parser.add_argument("--only-delayed", action="store_true", help="run the delayed case alone (it writes no --out)")
     parser.add_argument("--out", help="write the results here (markdown), e.g. bench/results-pickup.md")
     parser.add_argument("--busy", action="store_true", help="only the busy and killed cases (their own stack)")
     parser.add_argument("--operator", action="store_true",
@@ -303,7 +331,11 @@ def main(argv: list[str] | None = None) -> None:
     started = time.monotonic()
     stack = Stack(OVERRIDES)
     results: dict[str, Any] = {}
+    delays = [int(d) for d in args.delays.split(",") if d.strip()]
     try:
+        if args.only_delayed:
+            print(json.dumps({"case": "delayed", **delayed(stack, delays)}), flush=True)
+            return
         for name, case in (("task", one_task), ("call", call_with_agent_available), ("agent", agent_freeing_up)):
             before = Counter(stack.invocations)
             waits = [case(stack) for _ in range(args.repeat)]
@@ -313,6 +345,9 @@ def main(argv: list[str] | None = None) -> None:
         waits, used = steady(stack, args.steady_seconds)
         results["steady"] = {**summary(waits), "invocations": dict(used)}
         print(json.dumps({"case": "steady", **results["steady"]}), flush=True)
+        if delays:
+            results["delayed"] = delayed(stack, delays)
+            print(json.dumps({"case": "delayed", **results["delayed"]}), flush=True)
     finally:
         stack.stop()
     if args.out:
@@ -364,11 +399,18 @@ def write(path: Path, results: dict[str, Any], args: argparse.Namespace, wall: f
         r = results[key]
         used = ", ".join(f"{k} {v}" for k, v in sorted(r["invocations"].items()))
         rows.append(f"| {label} | {r['p50']:.2f} | {r['p95']:.2f} | {r['max']:.2f} | {r['n']} | {used} |")
+    if "delayed" in results:
+        r = results["delayed"]
+        used = ", ".join(f"{k} {v}" for k, v in sorted(r["invocations"].items()))
+        rows += ["", "Delayed tasks, created together on an idle queue (claim - due, from `claimedAt`; invocations from "
+                 f"their creation to the last claim: {used}):", "", "| delaySeconds | claim - due (s) |", "|---:|---:|",
+                 *(f"| {d} | {v:.2f} |" for d, v in r["late"].items())]
     load = os.getloadavg()
     path.write_text("\n".join([
         "# Create -> first claim in real seconds on the local stack (no time scaling)",
         "",
         f"Command: `.venv/bin/python bench/pickup_realtime.py --repeat {args.repeat} --steady-seconds {args.steady_seconds} "
+        f"--delays '{args.delays}' "
         f"--out {path.relative_to(ROOT) if path.is_absolute() and ROOT in path.parents else path}` — generated, do not edit by hand.",
         "",
         f"- Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}; wall time {wall / 60:.1f} min; load average "

@@ -77,6 +77,7 @@ def handle(
     worker = Worker(
         svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock,
         call_for_help=lambda q: svc.notifier.send_wakeup(q, "help", correlation),
+        stopped=svc.wakeups.ensure if svc.wakeups is not None else None,  # a wake-up at the delayed head
     )
     # Claims stop at the time budget, and each claim is of a task that can finish in this invocation (run_time).
     report = worker.run(

@@ -1,7 +1,9 @@
 """Trigger: decides whether a worker should run, and wakes it through WorkerWakeUpTopic.
 
 Sources: the queue table's stream (INSERTs, and TTL deletions of PENDING tasks for shed counting),
-TriggerTopic (tail calls from the workers) and the safety-net schedule. At most one message per queue per
+TriggerTopic (tail calls from the workers), the safety-net schedule, and a queue's scheduled wake-up at its delayed
+head (EventBridge Scheduler: ``{"wakeQueue": <queue>, "reason": "delayed-head"}``, taskqueue.wakeups.delayed_wakeup),
+which wakes the queue as a backstop (only if no worker watches it and no wake-up is in flight). At most one message per queue per
 invocation.
 
 A stream batch is processed in order. A record that can never succeed (a malformed image) is logged and
@@ -36,6 +38,8 @@ from taskqueue.core.errors import InvalidEvent, InvalidInput
 from taskqueue.core.stream import ChangeKind, classify
 from taskqueue.services import Services
 from taskqueue.wakeups.backstop import Backstop, relay
+from taskqueue.wakeups.delayed_wakeup import REASON as DELAYED_HEAD
+from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
 from taskqueue.wakeups.safety_net import run_safety_net
 
 logger = Logger()
@@ -162,16 +166,42 @@ def handle_tail_calls(event: Mapping[str, Any], svc: Services) -> dict[str, Any]
     return {"woken": relay(event, svc.notifier, svc.settings)}
 
 
-def handle_safety_net(svc: Services) -> dict[str, Any]:
-    """The schedule's run: see taskqueue.wakeups.safety_net."""
-    return {"woken": run_safety_net(svc)}
+def handle_safety_net(svc: Services, own_arn: str | None = None) -> dict[str, Any]:
+    """The schedule's run: see taskqueue.wakeups.safety_net. ``own_arn``: this function's, the target of the
+    delayed-head schedules it sets again (its own ARN is not in its environment: a template cannot say it)."""
+    return {"woken": run_safety_net(svc, scheduled_wakeups(svc, own_arn))}
+
+
+def scheduled_wakeups(svc: Services, own_arn: str | None) -> DelayedWakeups | None:
+    """The services' (WAKE_TARGET_ARN set), else built on this function's own ARN (once a minute: one client)."""
+    if svc.wakeups is not None or not own_arn:
+        return svc.wakeups
+    return DelayedWakeups.from_env(svc.store, svc.clock, target_arn=own_arn)
+
+
+def handle_delayed_head(event: Mapping[str, Any], svc: Services) -> dict[str, Any]:
+    """A queue's scheduled wake-up at its delayed head: wake it as a backstop (a watching worker, or a wake-up in
+    flight, will see the task fall due)."""
+    queue = event["wakeQueue"]
+    if not isinstance(queue, str) or not queue:
+        raise InvalidEvent(f"a delayed-head wake-up names its queue in wakeQueue (a string); got {queue!r:.60}")
+    svc.settings.order_of(queue)
+    wakeups = Backstop(svc.notifier, DELAYED_HEAD, svc.handshake)
+    wakeups.wake(queue)
+    return {"woken": wakeups.woken}
 
 
 def event_source(event: object) -> str:
-    """"aws:dynamodb", "aws:sns" or "aws.events"; an event that is none of them raises InvalidEvent."""
-    expected = "Trigger takes a DynamoDB stream batch, an SNS notification or a scheduled event"
+    """"aws:dynamodb", "aws:sns", "aws.events" or "aws.scheduler" (a delayed-head wake-up); an event that is none
+    of them raises InvalidEvent."""
+    expected = ("Trigger takes a DynamoDB stream batch, an SNS notification or a scheduled event (the safety net's, "
+                "or a queue's delayed-head wake-up)")
     if not isinstance(event, Mapping):
         raise InvalidEvent(f"{expected}; got a {type(event).__name__}, not a JSON object")
+    if "wakeQueue" in event:
+        if event.get("reason") != DELAYED_HEAD:
+            raise InvalidEvent(f"{expected}; a wake-up with wakeQueue has reason {DELAYED_HEAD!r}, got {event.get('reason')!r:.60}")
+        return "aws.scheduler"
     if "Records" in event:
         records = event["Records"]
         if not isinstance(records, list) or not records:
@@ -206,4 +236,6 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         return handle_stream(event, context, svc)
     if source == "aws:sns":
         return handle_tail_calls(event, svc)
-    return handle_safety_net(svc)
+    if source == "aws.scheduler":
+        return handle_delayed_head(event, svc)
+    return handle_safety_net(svc, getattr(context, "invoked_function_arn", None))

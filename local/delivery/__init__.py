@@ -7,7 +7,8 @@
 - ``sns_subscriptions.py``: SNS subscriptions of functions, with the filter-policy matcher
 - DynamoDB streams to a function: ``stream_reader.py`` (Lambda's poller: GetRecords on every shard, records in
   Lambda's shape) and ``stream_mapping.py`` (the event source mapping: filters, batches, bisection, retries)
-- ``schedules.py`` (with ``local/template/cron.py``): EventBridge scheduled rules
+- ``schedules.py`` (with ``local/template/cron.py``): EventBridge scheduled rules; ``one_time_schedules.py``: EventBridge
+  Scheduler's one-time ``at()`` schedules the functions create (fired when due, then deleted)
 - ``ttl.py``: DynamoDB TTL deletions (late, as AWS deletes them), marked on the stream as TTL's
 
 May import: ``local.template`` (function specs, account and region, filter patterns, cron). Not the emulator: it

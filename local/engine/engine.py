@@ -15,6 +15,7 @@ from botocore.config import Config
 
 from local.delivery.async_invoker import AsyncInvoker
 from local.delivery.destinations import Destinations
+from local.delivery.one_time_schedules import OneTimeSchedules
 from local.delivery.sandbox import FunctionPool, Invocation
 from local.delivery.schedules import Schedule
 from local.delivery.sns_subscriptions import SnsDelivery, SnsSubscription
@@ -44,12 +45,13 @@ class Engine:
                  endpoint_url: str | None = None, time_scale: float = 1.0, ttl_lateness: float = 2.0,
                  ttl_interval: float = 1.0, log_file: str | Path | None = None, schedules: bool = True,
                  stack: str = "taskqueue-local", faults: Faults | None = None, emulator: Emulator | None = None,
-                 seeder: Seeder | None = None, scale_clocks: bool = False) -> None:
+                 seeder: Seeder | None = None, scale_clocks: bool = False, one_time_schedules: bool = True) -> None:
         """``emulator``: a configured, not yet started Emulator to run instead of the default one (the local stack
         gives a fixed port and its Lambda API). ``seeder``: puts saved items and messages into each table and queue
         right after it is created, before its stream is read (``local/engine/persist.py``). ``scale_clocks``: the functions'
         own clocks run 1/time_scale as fast too (``local/delivery/sandbox.py``), so durations the handlers read (Timeout, a
-        runner's run, leases) pass as fast as the platform's; the TTL sweeper keeps that time."""
+        runner's run, leases) pass as fast as the platform's; the TTL sweeper keeps that time. ``one_time_schedules``: fire
+        the EventBridge Scheduler ``at()`` schedules the functions create (``local/delivery/one_time_schedules.py``)."""
         self.template_path = Path(template)
         self.overrides = dict(overrides or {})
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
@@ -76,6 +78,8 @@ class Engine:
         self.mappings: list[StreamMapping] = []
         self.readers: dict[str, StreamReader] = {}
         self.schedules: list[Schedule] = []
+        self.run_one_time = one_time_schedules
+        self.one_time: OneTimeSchedules | None = None
         self.sweepers: list[TtlSweeper] = []
         self.sns: SnsDelivery | None = None
         self.ttl = TtlRegistry()
@@ -130,6 +134,9 @@ class Engine:
                 sweeper.start()
         if self.run_schedules:
             self.start_schedules()
+        if self.run_one_time:
+            self.one_time = OneTimeSchedules(self.client("scheduler"), self._submit_to, self.now, self.time_scale)
+            self.one_time.start()
         return self
 
     def start_schedules(self) -> None:
@@ -143,6 +150,8 @@ class Engine:
 
     def stop(self) -> None:
         self.stop_schedules()
+        if self.one_time:
+            self.one_time.stop()
         for part in [*self.sweepers, *self.readers.values(), *self.mappings, *self.invokers.values()]:
             part.stop()
         if self.sns:
@@ -309,6 +318,16 @@ class Engine:
             self._invoked(logical, "direct", event, inv)
         return inv
 
+    def _submit_to(self, function_arn: str, event: Any) -> bool:
+        """An asynchronous invocation of the function an ARN names (a schedule's target); ``False``: none of ours."""
+        name = function_arn.split(":function:", 1)[-1].split(":", 1)[0]
+        try:
+            logical = self.resolve_function(name)
+        except KeyError:
+            return False
+        self.invokers[logical].submit(event, "scheduler")
+        return True
+
     def invoke_async(self, function: str, event: Any) -> None:
         self.invokers[self.resolve_function(function)].submit(event, "direct")
 
@@ -327,6 +346,7 @@ class Engine:
             "stream_mappings": [{"function": m.function, **m.stats} for m in self.mappings],
             "sns": dict(self.sns.stats) if self.sns else {},
             "schedules": {s.name: {"period_seconds": s.period, "enabled": s.enabled, "fired": s.fired} for s in self.schedules},
+            "one_time_schedules_fired": len(self.one_time.fired) if self.one_time else 0,
             "ttl_deleted": sum(s.deleted for s in self.sweepers),
             "failures_sent_to_destinations": self.failures_sent,
         }

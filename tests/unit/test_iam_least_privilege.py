@@ -15,6 +15,10 @@ table). What Lambda itself does with the role is derived from the translated tem
 reads its stream and sends failed batches to its on-failure destination, an asynchronous on-failure destination
 gets SendMessage, tracing writes to X-Ray, and every function writes its logs.
 
+EventBridge Scheduler requests (the queues' wake-ups at their delayed heads) map to ``scheduler:<Operation>`` on
+``schedule/<group>/<name>`` (the stack's name standing for itself), and a Create/Update passing the wake-up role to
+``iam:PassRole`` on ``WakeScheduleRole``.
+
 Asserted per function: every call is granted (no AccessDenied on AWS), and every action granted on a resource of
 this template is called by some path (nothing extra). Grants on ``*`` come only from the AWS managed policies SAM
 attaches and are the documented ones (BROADER_GRANTS; docs/operations.md, "Security").
@@ -57,7 +61,10 @@ from tests.support import FakeClock, LambdaContextStub, load_event, load_functio
 pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publish:UserWarning")
 
 FUNCTIONS = ("CreateTasksFunction", "TriggerFunction", "ProcessTasksFunction", "MatcherFunction", "AgentEventsFunction")
-DATA_TYPES = ("AWS::DynamoDB::Table", "AWS::SNS::Topic", "AWS::SQS::Queue")
+DATA_TYPES = ("AWS::DynamoDB::Table", "AWS::SNS::Topic", "AWS::SQS::Queue", "AWS::IAM::Role")
+# The stack's name in the functions' environment here; requests naming it are mapped back to ${AWS::StackName}.
+STACK = "teststack"
+SCHEDULES = "schedule/default/${AWS::StackName}-wake-*"  # the scheduled wake-ups' names (template: WAKE_SCHEDULE_PREFIX)
 
 # ---- what the role grants: the SAM transform's output ------------------------------------------------------
 
@@ -166,6 +173,8 @@ def resource_key(expr: Any) -> str:
     if isinstance(expr, dict) and "Fn::Sub" in expr:
         body = expr["Fn::Sub"]
         text, variables = (body, {}) if isinstance(body, str) else body
+        if text.startswith("arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:"):
+            return "schedule/" + text.split(":schedule/", 1)[1]  # schedule/<group>/<name pattern>
 
         def name(match: re.Match[str]) -> str:
             var = match.group(1)
@@ -308,6 +317,11 @@ class Recorder:
             yield f"sns:{operation}", self._name(params["TopicArn"])
         elif service == "sqs" and "QueueUrl" in params:
             yield f"sqs:{operation}", self._name(params["QueueUrl"])
+        elif service == "scheduler" and "Name" in params:
+            name = str(params["Name"]).replace(STACK, "${AWS::StackName}")
+            yield f"scheduler:{operation}", f"schedule/{params.get('GroupName') or 'default'}/{name}"
+            if "RoleArn" in (params.get("Target") or {}):
+                yield "iam:PassRole", self._name(params["Target"]["RoleArn"])
         else:
             yield f"{service}:{operation}", "?unmapped"
 
@@ -324,6 +338,8 @@ def world(dynamodb, topics, monkeypatch):
         "TriggerTopic": topics.trigger_arn,
         "WorkerWakeUpTopic": topics.wake_up_arn,
         "FailedEventsQueue": failed_url,
+        "WakeScheduleRole": "arn:aws:iam::123456789012:role/teststack-WakeScheduleRole",
+        "TriggerFunction": "arn:aws:lambda:us-east-1:123456789012:function:teststack-Trigger",
     }
     recorder = Recorder({v: k for k, v in physical.items()})
     session = boto3._get_default_session()
@@ -352,6 +368,11 @@ class World:
         if isinstance(value, dict) and "Fn::If" in value:  # e.g. CLAIM_LANES: the reserved concurrency, if any
             condition, if_true, if_false = value["Fn::If"]
             return self._resolve(if_true if self._holds(template()["Conditions"][condition]) else if_false)
+        if isinstance(value, dict) and "Fn::GetAtt" in value and _logical(value) in self.physical:
+            return self.physical[_logical(value)]  # an ARN: the role, the function
+        if isinstance(value, dict) and "Fn::Sub" in value and isinstance(value["Fn::Sub"], str):
+            assert set(re.findall(r"\$\{([^}]+)\}", value["Fn::Sub"])) <= {"AWS::StackName"}, value
+            return value["Fn::Sub"].replace("${AWS::StackName}", STACK)
         if isinstance(value, dict) and "Ref" in value:
             ref = value["Ref"]
             if ref in self.physical:
@@ -449,6 +470,16 @@ def run_trigger(world: World) -> None:
     world.use_environment("TriggerFunction")
     store = world.store("TriggerFunction")
     past = FakeClock(now_ms() - 3_600_000)
+    # Safety net, a queue with only a delayed task: its scheduled wake-up is looked at (GetSchedule) and set (none
+    # there); then an earlier head moves it (UpdateSchedule).
+    seed(store, queue="work", delaySeconds=900)
+    assert world.invoke(app, load_event("trigger-safety-net.json"))["woken"] == []
+    seed(store, queue="work", delaySeconds=600)
+    assert world.invoke(app, load_event("trigger-safety-net.json"))["woken"] == []
+    # The schedule fires: Trigger wakes the queue if nobody watches it (nor is a wake-up in flight).
+    assert world.invoke(app, {"wakeQueue": "work", "reason": "delayed-head"}) == {"woken": ["work"]}
+    record = store.read_wake_record("work")
+    assert record.wake_sent_ms is not None and store.withdraw_wake("work", record.wake_sent_ms)
     # Safety net: an expired lease to recover (and one out of attempts), claimable work, an expired entry to shed.
     taken_with_expired_lease(store, past, queue="work")
     taken_with_expired_lease(store, past, queue="calls", maxAttempts=1)
@@ -495,12 +526,17 @@ def run_process_tasks(world: World) -> None:
     for action in ("ok", "permanent", "heartbeat"):
         seed(store, payload={"do": action})
     seed(store, payload={"do": "retry"}, maxAttempts=2)  # released for a retry, then dead-lettered
-    seed(store, delaySeconds=30)  # due within the next budget: a tail call
-    # 20 s left: claims for up to 10 s; the delayed task falls due after that, so the run ends with a tail call.
+    seed(store, delaySeconds=30)  # due after the claims end: a scheduled wake-up at its head (CreateSchedule)
+    # 20 s left: claims for up to 10 s; the delayed task falls due after that, so the run ends scheduling a wake-up.
     report = world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=20_000)
-    assert report["recovered"] == 2 and report["shed"] == 1 and report["work_remains"] is True, report
+    assert report["recovered"] == 2 and report["shed"] == 1 and report["work_remains"] is False, report
     assert (report["succeeded"], report["released"]) == (3, 1), report  # "heartbeat" extended its lease and succeeded
     assert report["failed"] == 3, report  # the permanent error, the exhausted retry, the lease out of attempts
+    seed(store, delaySeconds=20)  # an earlier head: the schedule moves (UpdateSchedule)
+    assert world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=20_000)["claimed"] == 0
+    # Out of time with a claimable task left: a tail call.
+    seed(store, payload={"do": "ok"})
+    assert world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=1)["work_remains"] is True
     world.invoke(app, {"queue": "nope"}, expect=InvalidTaskInput)
 
 
@@ -601,7 +637,19 @@ def test_role_grants_exactly_what_the_code_and_lambda_call(world, function):
     )
     # Every grant names a resource of this template, or is one of the documented broader grants on "*".
     for action, resource in granted:
-        assert resource == "*" or resource.split("/", 1)[0] in data, (function, action, resource)
+        assert resource in ("*", SCHEDULES) or resource.split("/", 1)[0] in data, (function, action, resource)
+
+
+def test_the_wake_schedule_role_is_for_scheduler_alone_and_may_only_invoke_trigger():
+    resources = translated()["Resources"]
+    trust = resources["WakeScheduleRole"]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert [(t["Principal"], t["Action"]) for t in trust] == [({"Service": "scheduler.amazonaws.com"}, "sts:AssumeRole")]
+    assert all(t["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"} for t in trust)
+    attached = [r for r in resources.values() if r["Type"] == "AWS::IAM::Policy"
+                and {"Ref": "WakeScheduleRole"} in r["Properties"]["Roles"]]
+    statements = [st for policy in attached for st in policy["Properties"]["PolicyDocument"]["Statement"]]
+    assert [(st["Action"], resource_key(st["Resource"])) for st in statements] == [("lambda:InvokeFunction", "TriggerFunction")]
+    assert not resources["WakeScheduleRole"]["Properties"].get("Policies") and not resources["WakeScheduleRole"]["Properties"].get("ManagedPolicyArns")
 
 
 @pytest.mark.parametrize("function", FUNCTIONS)

@@ -17,6 +17,7 @@ from taskqueue.core.settings import Settings
 from taskqueue.matching.agents import AgentStore
 from taskqueue.matching.rules import DEFAULT_ATTRIBUTES, MatchSettings, attributes_from_env, check_call_payload
 from taskqueue.store import TaskStore
+from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
 from taskqueue.wakeups.notify import Notifier
 from taskqueue.wakeups.producer import ProducerHandshake
 
@@ -30,14 +31,17 @@ class Services:
     # The matching queue and its attributes (MATCH_QUEUE, MATCH_ATTRIBUTES): a call is checked at creation.
     call_queue: str = "calls"
     call_attributes: tuple[str, ...] = DEFAULT_ATTRIBUTES
+    # The scheduled wake-up at a queue's delayed head (WAKE_SCHEDULE_*, WAKE_TARGET_ARN); None: not configured.
+    wakeups: DelayedWakeups | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Services:
         env = os.environ if env is None else env
         settings = Settings.from_env(env)
         clock = SystemClock()
-        return cls(settings, TaskStore.from_settings(settings, clock), Notifier.from_settings(settings), clock,
-                   *calls_of(env))
+        store = TaskStore.from_settings(settings, clock)
+        return cls(settings, store, Notifier.from_settings(settings), clock, *calls_of(env),
+                   wakeups=DelayedWakeups.from_env(store, clock, env=env))
 
     def check_request(self, request: CreateRequest) -> None:
         """What creation checks beyond the request's own rules: a call's preferences must be able to match an

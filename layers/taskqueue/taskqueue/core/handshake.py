@@ -54,6 +54,8 @@ class WakeRecord:
     delayed_head_ms: int | None = None
     delayed_seq: int = 0
     delayed_at_ms: int = 0
+    # When the queue's scheduled wake-up at its delayed head fires (taskqueue.core.wake_schedule); None: none set.
+    wake_at_ms: int | None = None
 
     def watched(self, now_ms: int) -> bool:
         """Does a live worker watch the queue (it will see any write before it stops)?"""

@@ -84,3 +84,32 @@ class DelayedHeads(QueueTable):
         if record.delayed_head_ms is None or record.delayed_head_ms > found:
             self.note_delayed(queue, found, now_ms)
         return found
+
+    def set_wake_at(self, queue: str, at_ms: int, now_ms: int, *, force: bool = False) -> bool:
+        """Record that the queue's scheduled wake-up fires at ``at_ms`` (``wakeAt``; taskqueue.core.wake_schedule):
+        only if none is set, the one set has fired (not after ``now_ms``), or it is later, so of two stopping
+        workers only the earlier head is scheduled. ``False``: an earlier (or equal) one is set already. ``force``:
+        set it whatever is there (the safety net, after it found the schedule missing or later)."""
+        values = {":at": {"N": str(at_ms)}}
+        condition = None
+        if not force:
+            condition = "attribute_not_exists(wakeAt) OR wakeAt <= :now OR wakeAt > :at"
+            values[":now"] = {"N": str(now_ms)}
+        try:
+            self._call(
+                "update_item", TableName=self._table, Key=_key(control_id(queue)), UpdateExpression="SET wakeAt = :at",
+                ExpressionAttributeValues=values, **({"ConditionExpression": condition} if condition else {}),
+            )
+        except ConditionLost:
+            return False
+        return True
+
+    def clear_wake_at(self, queue: str, at_ms: int) -> None:
+        """Forget ``wakeAt`` if it is still ``at_ms`` (the schedule for it could not be set): the next stop tries again."""
+        try:
+            self._call(
+                "update_item", TableName=self._table, Key=_key(control_id(queue)), UpdateExpression="REMOVE wakeAt",
+                ConditionExpression="wakeAt = :at", ExpressionAttributeValues={":at": {"N": str(at_ms)}},
+            )
+        except ConditionLost:
+            pass

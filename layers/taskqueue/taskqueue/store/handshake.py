@@ -122,6 +122,7 @@ def wake_record_of(item: Mapping[str, Any]) -> WakeRecord:
         delayed_head_ms=number("delayedHead"),
         delayed_seq=number("delayedSeq") or 0,
         delayed_at_ms=number("delayedAt") or 0,
+        wake_at_ms=number("wakeAt"),
     )
 
 

@@ -2,7 +2,8 @@
 
 For every configured queue: recover expired leases (a crashed worker's tasks go back to PENDING, or to FAILURE
 when their attempts are used up), repair the delayed head (``taskqueue.core.delayed_head``), then wake the queue's worker if it has claimable tasks and no worker watches it (the wake-up handshake). Looking for claimable
-tasks sheds the expired entries it meets (counted as TasksShed). A queue that fails does not stop the others;
+tasks sheds the expired entries it meets (counted as TasksShed). A queue with nothing claimable and a future delayed
+head gets its scheduled wake-up checked (``DelayedWakeups.ensure(verify=True)``: a lost schedule is set again). A queue that fails does not stop the others;
 the run raises at the end so the failure shows (Lambda's retry runs it again).
 """
 
@@ -17,6 +18,7 @@ from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.settings import Settings
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.backstop import Backstop
+from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
 from taskqueue.wakeups.notify import Notifier
 from taskqueue.wakeups.producer import ProducerHandshake
 
@@ -39,8 +41,9 @@ class SafetyNetServices(Protocol):
     def handshake(self) -> ProducerHandshake: ...
 
 
-def run_safety_net(svc: SafetyNetServices) -> list[str]:
-    """Recover and wake every queue; the queues woken, in configuration order."""
+def run_safety_net(svc: SafetyNetServices, scheduled: DelayedWakeups | None = None) -> list[str]:
+    """Recover and wake every queue; the queues woken, in configuration order. ``scheduled``: the queues'
+    wake-ups at their delayed heads, checked for the queues with nothing claimable."""
     # A backstop: a queue a live worker watches, or whose wake-up is in flight, is left to them.
     wakeups = Backstop(svc.notifier, "safety-net", svc.handshake)
     errors: list[str] = []
@@ -53,9 +56,11 @@ def run_safety_net(svc: SafetyNetServices) -> list[str]:
                     logger.warning("expired leases recovered", extra={"queue": queue, "new_status": status, "count": recovered[status]})
             # Workers read the delayed partitions only when the queue's record says an entry may be due: lower
             # the record's head to any entry a writer did not announce (it died in between; taskqueue.core.delayed_head).
-            svc.store.repair_delayed_head(queue)
+            head = svc.store.repair_delayed_head(queue)
             if svc.store.has_claimable(queue):
                 wakeups.wake(queue)
+            elif scheduled is not None and head is not None:
+                scheduled.ensure(queue, head, None, verify=True)  # never raises: a refusal is logged and counted
         except TaskQueueError as exc:
             errors.append(f"{queue}: {exc}")
         finally:

@@ -76,6 +76,11 @@ class DelayedView:
             due = delayed_head.earliest(self._found[1], self._own_head())
         return None if due is None else max(0.0, (due - now_ms) / 1000)
 
+    def next_due_ms(self) -> int | None:
+        """When the next delayed entry falls due (epoch ms), or ``None``: none known."""
+        due_in = self.due_in_seconds()
+        return None if due_in is None else self._clock.now_ms() + int(due_in * 1000)
+
     def released(self, task_id: str, not_before_ms: int) -> None:
         """This run released a task for a retry at ``not_before_ms`` (and the release announced it)."""
         with self._lock:

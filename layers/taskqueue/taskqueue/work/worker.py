@@ -29,8 +29,10 @@ from aws_lambda_powertools import Logger
 
 from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import ConfigError, TaskQueueError, TaskTooLong
+from taskqueue.core.handshake import WakeRecord
 from taskqueue.core.run_time import InvocationTime, too_long_message
 from taskqueue.core.states import TaskStatus
+from taskqueue.core.wake_schedule import WAIT_HORIZON_SECONDS, worth_waiting
 from taskqueue.store import Candidate, TaskStore, dynamo
 from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS, Lingering, Watch
 from taskqueue.work.claim_control import ClaimControl
@@ -99,9 +101,15 @@ class Worker:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         call_for_help: Callable[[str], None] | None = None,
+        stopped: Callable[[str, int | None, WakeRecord | None], None] | None = None,
     ) -> None:
         """``call_for_help(queue)``: wake one more worker of the queue (a publish on WorkerWakeUpTopic); used when
-        several workers may run (CLAIM_LANES > 1) and this one's runner is full with claimable work left over."""
+        several workers may run (CLAIM_LANES > 1) and this one's runner is full with claimable work left over.
+        ``stopped(queue, next_due_ms, record)``: told when a run ends without a tail call (its queue's next delayed
+        entry and record), to schedule a wake-up at the delayed head (``taskqueue.wakeups.delayed_wakeup``); with it
+        the run waits only for a delayed entry due within WAIT_HORIZON_SECONDS, without it within its budget."""
+        self._stopped = stopped
+        self._horizon = WAIT_HORIZON_SECONDS if stopped is not None else float("inf")
         self._store = store
         self._runner = runner
         self._call_for_help = call_for_help
@@ -216,7 +224,7 @@ class Worker:
                         continue
                     look_from, drained_look = drained_look, None
                     due_in = delayed.due_in_seconds()
-                    if due_in is None or due_in >= left:
+                    if not worth_waiting(due_in, left, self._horizon):
                         if lingering.step(look_from, left):
                             report.stopped_by = "empty"
                             break
@@ -241,7 +249,7 @@ class Worker:
                     if running:
                         wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         continue
-                    if due_in is None or due_in >= left:
+                    if not worth_waiting(due_in, left, self._horizon):
                         # Empty: a watcher lingers, then stops only as the handshake allows (a helper stops now).
                         if lingering.step(look_started_ms, left):
                             report.stopped_by = "empty"
@@ -327,6 +335,8 @@ class Worker:
         if report.stopped_by not in ("paused", "limit"):
             report.work_remains = missed or self._work_left(queue, report)
         report.shed += self._store.drain_shed().get(queue, 0)
+        if self._stopped is not None and report.stopped_by != "paused" and not report.work_remains:
+            self._stopped(queue, delayed.next_due_ms(), control.record)  # a wake-up at the delayed head
         return report
 
     def _help(self, queue: str, control: ClaimControl, report: WorkerReport) -> None:
@@ -377,7 +387,7 @@ class Worker:
             if query_delayed:
                 self._delayed.refresh()
             due_in = self._delayed.due_in_seconds()
-            return due_in is not None and due_in < self._settings.time_budget_seconds
+            return due_in is not None and due_in < min(self._settings.time_budget_seconds, self._horizon)
         except TaskQueueError as exc:  # not known: tail-call rather than strand work (an empty run costs little)
             if not self._refused_for_now(report, "checking for work left", exc, then="tail-calling in case"):
                 raise
