@@ -260,6 +260,14 @@ def operator_actions(stack: Stack) -> dict[str, float]:
     issued_ms = time.time_ns() // 1_000_000
     taskq(stack, "redrive", task_id)
     waited["redrive"] = stack.claimed_after(task_id, issued_ms)
+    # The same redrive from an application's process (the producer client): the action without a process start.
+    from taskqueue.client import TaskQueueClient
+
+    client = TaskQueueClient.connect(local=True, env={"TASKQ_LOCAL_STACK_FILE": str(stack.discovery)})
+    (task_id,) = _cancelled(stack, 1)
+    issued_ms = time.time_ns() // 1_000_000
+    client.redrive(task_id)
+    waited["redrive-client"] = stack.claimed_after(task_id, issued_ms)
     ids = _cancelled(stack, 2)
     issued_ms = time.time_ns() // 1_000_000
     taskq(stack, "retry-all", "--state", "CANCELLED", "--queue", "work")
@@ -363,7 +371,7 @@ def operator_cases(repeat: int) -> None:
     stack = Stack(OVERRIDES)
     try:
         runs = [operator_actions(stack) for _ in range(repeat)]
-        for case in ("redrive", "retry-all", "resume"):
+        for case in ("redrive", "redrive-client", "retry-all", "resume"):
             waits = [run[case] for run in runs]
             print(json.dumps({"case": case, **summary(waits), "waits": [round(w, 2) for w in waits]}), flush=True)
     finally:
