@@ -265,7 +265,8 @@ def test_agent_events_answer_garbage_with_a_clear_error_and_write_nothing(calls_
 
 
 @pytest.mark.parametrize("event,message", [
-    (42, "Trigger takes a DynamoDB stream batch, an SNS notification or a scheduled event; got a int"),
+    (42, r"Trigger takes a DynamoDB stream batch, an SNS notification or a scheduled event \(the safety net's, or a "
+         r"queue's delayed-head wake-up\); got a int"),
     (None, "got a NoneType, not a JSON object"),
     ([], "not a JSON object"),
     ({"Records": "x"}, "its Records must be a non-empty list"),
