@@ -34,6 +34,7 @@ from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.handshake import WakeRecord
 from taskqueue.core.wake_schedule import ScheduleStep
 from taskqueue.store import TaskStore
+from taskqueue.store.dynamo import error_code
 
 logger = Logger(child=True)
 
@@ -120,7 +121,7 @@ class DelayedWakeups:
         try:
             schedule = self._scheduler.get_schedule(Name=self.name(queue), GroupName=self._config.group)
         except ClientError as exc:
-            if _code(exc) == "ResourceNotFoundException":
+            if error_code(exc) == "ResourceNotFoundException":
                 return None
             raise
         return wake_schedule.at_of(str(schedule.get("ScheduleExpression", "")))
@@ -142,7 +143,7 @@ class DelayedWakeups:
         try:
             first(**args)
         except ClientError as exc:
-            if _code(exc) != missing:
+            if error_code(exc) != missing:
                 raise
             second(**args)
 
@@ -157,6 +158,3 @@ class DelayedWakeups:
                 pass
         return "refused"
 
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))

@@ -17,6 +17,7 @@ from taskqueue.core.describe import described, shown
 from taskqueue.core.errors import ConfigError, InvalidEvent, TaskQueueError
 from taskqueue.core.keys import validate_queue_name
 from taskqueue.core.settings import Settings
+from taskqueue.store.dynamo import error_code
 
 
 class PublishError(TaskQueueError):
@@ -43,7 +44,7 @@ def publish_retryable(exc: Exception) -> bool:
     """May publishing again succeed? Not for a refusal in PERMANENT_PUBLISH_CODES or a request botocore refused
     to send (bad parameters); yes for any other SNS error and for connection errors."""
     if isinstance(exc, ClientError):
-        return str(exc.response.get("Error", {}).get("Code", "")) not in PERMANENT_PUBLISH_CODES
+        return error_code(exc) not in PERMANENT_PUBLISH_CODES
     return isinstance(exc, BotoCoreError) and not isinstance(exc, ParamValidationError)
 
 

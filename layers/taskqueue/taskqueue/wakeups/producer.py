@@ -29,6 +29,7 @@ from taskqueue.core.correlation import Correlation
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.handshake import WAKE_IN_FLIGHT_SECONDS, ProducerStep, lapse_suspected, producer_step
 from taskqueue.store import TaskStore
+from taskqueue.store.dynamo import error_code
 from taskqueue.wakeups.notify import Notifier
 
 logger = Logger(child=True)
@@ -88,7 +89,7 @@ def failure(queue: str, exc: BaseException, topic_arn: str | None, table: str) -
     client_error = next((e for e in _chain(exc) if isinstance(e, ClientError)), None)
     if client_error is None:
         return WakeUp(FAILED, ERROR, f"the wake-up of queue {queue!r} failed: {exc}")
-    code = str(client_error.response.get("Error", {}).get("Code", ""))
+    code = error_code(client_error)
     operation = _api_name(client_error.operation_name)
     on_sns = operation == "Publish"
     action = f"{'sns' if on_sns else 'dynamodb'}:{operation}"
