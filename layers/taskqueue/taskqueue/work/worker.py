@@ -12,7 +12,7 @@ claimable work remains, so the handler can tail-call.
 
 Its neighbours: ``outcomes`` (one attempt and its recording, retries and backoff), ``held_slots`` (the running
 limit's slots a run holds), ``delayed_view`` (when a look reads the delayed partitions), ``claim_control`` (lanes,
-pause), ``handshake.watch`` (watching and lingering). Past 400 lines for one reason: ``Worker.run`` is the claim
+pause, slots), ``taskqueue.wakeups.watch`` (watching and lingering). Past 400 lines for one reason: ``Worker.run`` is the claim
 loop as one piece, each branch a state of the same loop; split, the states' order would be hard to follow.
 """
 
