@@ -120,7 +120,7 @@ class StaleIndex(TaskStore):
 
     frozen: list[Any] = []
 
-    def iter_candidates(self, queue, limit, now_ms=None, *, shed=True):
+    def iter_candidates(self, queue, limit, now_ms=None, *, shed=True, fair=None):
         return iter(list(StaleIndex.frozen))
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskqueue.core.clock import Clock, SystemClock
+from taskqueue.core.errors import InvalidField
 from taskqueue.core.model import CreateRequest
 from taskqueue.core.settings import Settings
 from taskqueue.matching.agents import AgentStore
@@ -47,6 +48,12 @@ class Services:
         """What creation checks beyond the request's own rules: a call's preferences must be able to match an
         agent (``InvalidField`` on ``payload.preferences``), so none waits PENDING for nothing until its TTL."""
         if request.queue == self.call_queue:
+            if request.group is not None:
+                raise InvalidField(
+                    f"queue {request.queue!r} is the matching queue: each call gets the longest-waiting matching agent, "
+                    "in the order callers arrived, so calls take no group (docs/fairness.md); leave 'group' out",
+                    "group",
+                )
             check_call_payload(request.payload, self.call_attributes)
 
     @property

@@ -56,6 +56,8 @@ class WakeRecord:
     delayed_at_ms: int = 0
     # When the queue's scheduled wake-up at its delayed head fires (taskqueue.core.wake_schedule); None: none set.
     wake_at_ms: int | None = None
+    # Set once a producer put a group on the queue's ring (taskqueue.core.fairness): until then a look reads no ring.
+    has_groups: bool = False
 
     def watched(self, now_ms: int) -> bool:
         """Does a live worker watch the queue (it will see any write before it stops)?"""

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from taskqueue.core import keys, schema
+from taskqueue.core import fairness, keys, schema
 from taskqueue.core.errors import InvalidField, InvalidTaskInput, ResultTooLarge
 from taskqueue.core.run_time import LAMBDA_MAX_TIMEOUT_SECONDS, MIN_RUN_SECONDS, too_long_message
 from taskqueue.core.settings import Settings
@@ -62,6 +62,8 @@ class Task:
     progress: float | None = None
     progress_message: str | None = None
     progress_updated_ms: int | None = None
+    # The task's group for fair share (taskqueue.core.fairness); None: the default group.
+    group: str | None = None
 
     def with_changes(self, **changes: Any) -> Task:
         return replace(self, **changes)
@@ -94,6 +96,7 @@ def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
         "progress": ("N", task.progress),
         "progressMessage": ("S", task.progress_message),
         "progressUpdated": ("N", task.progress_updated_ms),
+        "taskGroup": ("S", task.group),
     }
     for name, (kind, value) in optional.items():
         if value is not None:
@@ -114,9 +117,19 @@ def ready_index_attributes(task: Task, order: keys.Order) -> dict[str, dict[str,
     not-before time (it stays there once due; readers take due entries from both)."""
     sort = keys.ready_sort(task.priority, task.enqueued_ms, task.task_id, order)
     if task.not_before_ms is None:
-        return {"readyKey": {"S": keys.ready_key(task.queue, task.shard)}, "readySort": {"S": sort}}
+        ready = (
+            keys.ready_key(task.queue, task.shard)
+            if task.group is None
+            else fairness.group_ready_key(task.queue, task.shard, task.group)
+        )
+        return {"readyKey": {"S": ready}, "readySort": {"S": sort}}
+    delayed = (
+        keys.delayed_key(task.queue, task.shard)
+        if task.group is None
+        else fairness.group_delayed_key(task.queue, task.shard, task.group)
+    )
     return {
-        "readyKey": {"S": keys.delayed_key(task.queue, task.shard)},
+        "readyKey": {"S": delayed},
         "readySort": {"S": keys.delayed_sort(task.not_before_ms, sort)},
     }
 
@@ -178,6 +191,7 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
             progress=number("progress"),
             progress_message=s("progressMessage"),
             progress_updated_ms=n("progressUpdated"),
+            group=s("taskGroup"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidTaskInput(f"item is not a task ({type(exc).__name__}: {exc}): {dict(item)!r:.300}") from None
@@ -200,6 +214,7 @@ class CreateRequest:
     delay_seconds: int = 0
     task_ids: tuple[str, ...] = ()
     run_seconds: int | None = None  # None: the queue's DEFAULT_RUN_SECONDS when the task is claimed
+    group: str | None = None  # fair share's group (taskqueue.core.fairness); None: the default group
 
 
 def parse_create_event(event: object, settings: Settings) -> CreateRequest:
@@ -254,6 +269,12 @@ def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
             "delaySeconds",
         )
     run_seconds = _run_seconds(body, settings)
+    group = body.get("group")
+    if group is not None:
+        try:
+            fairness.validate_group(group)
+        except InvalidTaskInput as exc:
+            raise InvalidField(str(exc), "group") from None
     return CreateRequest(
         queue=queue,
         count=count,
@@ -264,6 +285,7 @@ def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
         delay_seconds=delay_seconds,
         task_ids=tuple(task_ids),
         run_seconds=run_seconds,
+        group=group,
     )
 
 
@@ -301,6 +323,7 @@ def new_tasks(request: CreateRequest, now_ms: int, settings: Settings, request_i
             not_before_ms=not_before,
             request_id=request_id,
             run_seconds=request.run_seconds,
+            group=request.group,
         )
         for task_id in ids
     ]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from taskqueue.core.errors import ConfigError, InvalidTaskInput
+from taskqueue.core.fairness import parse_rate
 from taskqueue.core.keys import Order, validate_queue_name
 from taskqueue.core.run_time import (
     FINISH_RESERVE_SECONDS,
@@ -51,7 +52,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 RESERVED_PREFIXES = ("AWS_", "LAMBDA_", "_", "POWERTOOLS_")
 RESERVED_VARIABLES = frozenset(BOUNDS) | {
     "QUEUE_TABLE_NAME", "TRIGGER_TOPIC_ARN", "WORKER_WAKE_UP_TOPIC_ARN", "QUEUE_ORDERS", "TASK_RUNNER",
-    "RUNNING_LIMIT", "WORKER_QUEUES", "RUNNER_ENVIRONMENT", "AGENT_TABLE_NAME", "AGENT_ORDER", "MATCH_ATTRIBUTES",
+    "RUNNING_LIMIT", "GROUP_CONCURRENCY", "GROUP_RATE_LIMIT", "WORKER_QUEUES", "RUNNER_ENVIRONMENT", "AGENT_TABLE_NAME", "AGENT_ORDER", "MATCH_ATTRIBUTES",
     "PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "TZ", "LANG",
 }
 
@@ -92,6 +93,12 @@ class Settings:
     # slots in the table, taskqueue.store.control). Unset (None): RUNNER_CAPACITY when several workers may run
     # (CLAIM_LANES > 1), so raising the concurrency never multiplies what the legacy system receives; 0: no limit.
     running_limit: int | None = None
+    # GROUP_CONCURRENCY: at most this many tasks of one group (taskqueue.core.fairness) run at once across every
+    # worker, unless the group's own setting says otherwise; None (empty or 0): no per-group limit.
+    group_concurrency: int | None = None
+    # GROUP_RATE_LIMIT: at most N claims of one group per P seconds ("N/P"), unless the group's own setting says
+    # otherwise; None (empty or "0"): no per-group rate limit.
+    group_rate: tuple[int, float] | None = None
     # WORKER_LINGER_SECONDS: how long a worker that watches its queue waits on it once it is empty before it stops
     # (taskqueue.wakeups.watch): work arriving meanwhile starts at once, without a new invocation.
     worker_linger_seconds: float = 0.0
@@ -145,6 +152,8 @@ class Settings:
             page_size=read_int(env, "PAGE_SIZE", "10"),
             claim_lanes=read_int(env, "CLAIM_LANES", "1"),
             running_limit=read_variable(env, "RUNNING_LIMIT", "", _optional_limit),
+            group_concurrency=read_variable(env, "GROUP_CONCURRENCY", "", _optional_group_concurrency),
+            group_rate=read_variable(env, "GROUP_RATE_LIMIT", "", _optional_rate),
             time_budget_seconds=read_float(env, "TIME_BUDGET_SECONDS", "60"),
             retry_base_seconds=read_float(env, "RETRY_BASE_SECONDS", "2"),
             retry_max_seconds=read_float(env, "RETRY_MAX_SECONDS", "300"),
@@ -215,6 +224,22 @@ def _optional_limit(raw: str) -> int | None:
     if not 0 <= value <= MAX_RUNNING_LIMIT:
         raise ValueError(f"must be empty (RUNNER_CAPACITY when several workers run), 0 (no limit) or a whole number up to {MAX_RUNNING_LIMIT}")
     return value
+
+
+def _optional_group_concurrency(raw: str) -> int | None:
+    if raw in ("", "0"):
+        return None
+    value = int(raw)
+    if not 1 <= value <= MAX_RUNNING_LIMIT:
+        raise ValueError(f"must be empty or 0 (no per-group limit) or a whole number up to {MAX_RUNNING_LIMIT}")
+    return value
+
+
+def _optional_rate(raw: str) -> tuple[int, float] | None:
+    try:
+        return parse_rate(raw)
+    except InvalidTaskInput as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _optional_timeout(raw: str) -> float | None:

@@ -40,7 +40,7 @@ from taskqueue.matching import rules as matching
 from taskqueue.matching.agents import AgentStore, PairsResult
 from taskqueue.matching.pairing import Pair, Snapshot, Waiting
 from taskqueue.matching.shared_plan import SharedPlan
-from taskqueue.store import Candidate, TaskStore
+from taskqueue.store import Candidate, FairTurn, TaskStore
 from taskqueue.wakeups.watch import Lingering, Watch
 from taskqueue.work.claim_control import ClaimControl
 
@@ -198,7 +198,8 @@ class Matcher:
         agents = tuple(self._agents.idle_agents())
         if not agents and not first:
             return Snapshot((), ())
-        calls = self._tasks.iter_candidates(queue, self._settings.calls_per_pass)
+        # Groups do not apply to calls (docs/fairness.md): CreateTasks refuses a grouped call.
+        calls = self._tasks.iter_candidates(queue, self._settings.calls_per_pass, fair=FairTurn(groups=False))
         head = next(calls, None)
         if head is None:
             return None

@@ -5,7 +5,7 @@ One concern per module: ``table`` (request plumbing, batched reads and writes, c
 workers do with it: claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
 redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COUNT queries alone), ``control``
 (per-queue pause and the queue-wide running limit), ``matches`` (the Matcher's reads of waiting calls, the
-write that matches one, and the plan it shares with other matchers), ``handshake`` (the wake-up handshake's record,
+write that matches one, and the plan it shares with other matchers), ``groups`` (fair share's ring of groups, their settings and limits), ``handshake`` (the wake-up handshake's record,
 on the same control item) and ``delayed_head`` (the queue's delayed head, on it too); ``dynamo`` sends every request
 (conflict retry, error translation; the agent table's adapter uses it too). ``TaskStore`` joins them; import
 everything from ``taskqueue.store``. May import core only.
@@ -18,6 +18,7 @@ from taskqueue.store.control import QueueControl, QueueControls, Token
 from taskqueue.store.counts import Counts, QueueDepth
 from taskqueue.store.delayed_head import DelayedHeads
 from taskqueue.store.dynamo import count_all, make_client
+from taskqueue.store.finding import FairTurn
 from taskqueue.store.handshake import WakeRecords
 from taskqueue.store.matches import CallFacts, MatchPlans, MatchTransitions, PlanHead
 from taskqueue.store.operator import OperatorOperations
@@ -39,6 +40,7 @@ __all__ = [
     "READY_INDEX",
     "STATUS_INDEX",
     "CallFacts",
+    "FairTurn",
     "Candidate",
     "CreateResult",
     "QueueControl",

@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from taskqueue.core import keys
+from taskqueue.core import fairness, keys
+from taskqueue.core.fairness import RingEntry
 from taskqueue.core.errors import TaskNotFound
 from taskqueue.core.model import Task
 from taskqueue.core.states import TaskStatus
-from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, QueueTable, candidate_of, is_claimable
+from taskqueue.store.groups import GroupRing
+from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, candidate_of, is_claimable
 
 # The most entries one index read of a look asks for (a look wants PAGE_SIZE or a lane window: tens of entries).
 MAX_QUERY_LIMIT = 100
 
 
-class WorkFinding(QueueTable):
+class WorkFinding(GroupRing):
     def candidates(
         self,
         queue: str,
@@ -34,6 +37,7 @@ class WorkFinding(QueueTable):
         delayed: bool = True,
         shards: Sequence[int] | None = None,
         skip: Collection[str] = (),
+        fair: FairTurn | None = None,
     ) -> list[Candidate]:
         """Up to ``limit`` claimable tasks of a queue in the order it serves them (across ``shards``, default all).
 
@@ -45,7 +49,7 @@ class WorkFinding(QueueTable):
         counted. Each index read asks for as many entries as are still missing: DynamoDB bills a read by the 4 KB
         it reads, at least half a unit per request, so one request of ``limit`` entries costs what one of a
         fixed page would, and a look of more entries than a page costs one request, not several."""
-        return self.look(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, skip=skip)[0]
+        return self.look(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, skip=skip, fair=fair)[0]
 
     def look(
         self,
@@ -57,14 +61,21 @@ class WorkFinding(QueueTable):
         delayed: bool = True,
         shards: Sequence[int] | None = None,
         skip: Collection[str] = (),
+        fair: FairTurn | None = None,
     ) -> tuple[list[Candidate], int]:
-        """``candidates``, and how many entries of ``skip`` the read met."""
+        """``candidates``, and how many entries of ``skip`` the read met.
+
+        When groups have waiting tasks (the ring, ``taskqueue.core.fairness``), the tasks come round-robin across the
+        groups (the default group's partitions among them), each group's in the queue's order, starting after
+        ``fair.after`` (the worker's cursor on each shard's ring) and passing over ``fair.held_back`` (groups at a
+        limit). A worker look (``shed``) also takes off the ring the groups it found with no task at all."""
         need = _Need(limit)
         found: list[Candidate] = []
         skipped = 0
         if limit <= 0:
             return found, skipped
-        for candidate in self._merged(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, need=need):
+        merged = self._merged(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, need=need, fair=fair)
+        for candidate in merged:
             if candidate.task_id in skip:
                 skipped += 1
                 continue
@@ -83,11 +94,12 @@ class WorkFinding(QueueTable):
         shed: bool = True,
         delayed: bool = True,
         shards: Sequence[int] | None = None,
+        fair: FairTurn | None = None,
     ) -> Iterator[Candidate]:
         """The claimable tasks of a queue in the order it serves them, read lazily: an index page (PAGE_SIZE) only
         when the reader gets that far. ``limit`` bounds the due entries read from each delayed partition (they
         are merged in by their ready sort key, so they are read first)."""
-        return self._merged(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, need=None)
+        return self._merged(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, need=None, fair=fair)
 
     def _merged(
         self,
@@ -99,21 +111,82 @@ class WorkFinding(QueueTable):
         delayed: bool,
         shards: Sequence[int] | None,
         need: _Need | None,
+        fair: FairTurn | None = None,
     ) -> Iterator[Candidate]:
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         self._settings.order_of(queue)
-        per_shard = [
-            heapq.merge(
-                sorted(self._due_delayed(queue, shard, now_ms, limit, shed, need), reverse=True) if delayed else [],
-                self._claimable_ready(queue, shard, now_ms, shed, need),
+        shard_list = list(range(self._settings.queue_shards) if shards is None else shards)
+        reads_ring = fair is None or fair.groups
+        turns = {shard: self._turns(queue, shard, now_ms, fair) if reads_ring else [] for shard in shard_list}
+        if not any(turns.values()):  # no group waits: the default group alone, in the queue's order across shards
+            return heapq.merge(
+                *(self._partition(queue, shard, None, now_ms, limit, shed, delayed, need) for shard in shard_list),
                 reverse=True,
             )
-            for shard in (range(self._settings.queue_shards) if shards is None else shards)
-        ]
-        return heapq.merge(*per_shard, reverse=True)
+        sources = sum(len(entries) or 1 for entries in turns.values())
+        share = need.share(sources) if need is not None else None
+        streams: list[Iterator[Candidate]] = []
+        for shard, entries in turns.items():
+            for entry in entries or [None]:
+                if entry is None:
+                    streams.append(self._partition(queue, shard, None, now_ms, limit, shed, delayed, share))
+                else:
+                    stream = self._partition(queue, shard, entry.group, now_ms, limit, shed, delayed, share)
+                    streams.append(self._or_off_ring(queue, entry, stream, now_ms) if shed else stream)
+        return fairness.round_robin(streams)
 
-    def has_claimable(self, queue: str, now_ms: int | None = None, *, shed: bool = True, delayed: bool = True) -> bool:
-        return bool(self.candidates(queue, 1, now_ms, shed=shed, delayed=delayed))
+    def _partition(
+        self, queue: str, shard: int, group: str | None, now_ms: int, limit: int, shed: bool, delayed: bool, need: Any
+    ) -> Iterator[Candidate]:
+        """One group's claimable tasks in one shard (``None``: the default group's), in the queue's order."""
+        return heapq.merge(
+            sorted(self._due_delayed(queue, shard, now_ms, limit, shed, need, group), reverse=True) if delayed else [],
+            self._claimable_ready(queue, shard, now_ms, shed, need, group),
+            reverse=True,
+        )
+
+    def _turns(self, queue: str, shard: int, now_ms: int, fair: FairTurn | None) -> list[RingEntry | None]:
+        """The groups of a shard in the order a look serves them: the ring from just after the cursor round to it,
+        with the default group (``None``) at the ring's start; empty when no named group waits (or every waiting one
+        is paused or held back), so a queue without groups pays one ring query a look and nothing else."""
+        after = None if fair is None else fair.after.get(shard)
+        held_back = frozenset() if fair is None else fair.held_back
+        named_after = self._ring_page(queue, shard, fairness.RING_PAGE, after=after or None)
+        wrapped = [] if not after else self._ring_page(queue, shard, fairness.RING_PAGE, up_to=after)
+
+        def serve(entries: list[RingEntry]) -> list[RingEntry | None]:
+            return [
+                e for e in entries
+                if e.group not in held_back and (e.paused_until_ms is None or e.paused_until_ms <= now_ms)
+            ]
+
+        if not serve(named_after) and not serve(wrapped):
+            return []
+        # The default group sits at the ring's start: first when the walk starts there, else where the walk wraps.
+        if after is None:
+            return [None, *serve(named_after)]
+        return [*serve(named_after), None, *serve(wrapped)]
+
+    def _or_off_ring(self, queue: str, entry: RingEntry, stream: Iterator[Candidate], look_ms: int) -> Iterator[Candidate]:
+        """``stream``; if it holds no task at all (none ready, none delayed, due or not), the group leaves the ring."""
+        empty = True
+        for candidate in stream:
+            empty = False
+            yield candidate
+        if empty and not self._has_delayed_entry(queue, entry.shard, entry.group):
+            self.deactivate(queue, entry, look_ms)
+
+    def _has_delayed_entry(self, queue: str, shard: int, group: str) -> bool:
+        response = self._call(
+            "query", TableName=self._table, IndexName=READY_INDEX, KeyConditionExpression="readyKey = :k",
+            ExpressionAttributeValues={":k": {"S": fairness.group_delayed_key(queue, shard, group)}}, Limit=1,
+        )
+        return bool(response.get("Items"))
+
+    def has_claimable(
+        self, queue: str, now_ms: int | None = None, *, shed: bool = True, delayed: bool = True, fair: FairTurn | None = None
+    ) -> bool:
+        return bool(self.candidates(queue, 1, now_ms, shed=shed, delayed=delayed, fair=fair))
 
     def next_due_ms(self, queue: str, now_ms: int | None = None, shards: Sequence[int] | None = None) -> int | None:
         """The earliest not-before time of a queue's delayed tasks (a retry's backoff, a delayed task) that
@@ -122,11 +195,15 @@ class WorkFinding(QueueTable):
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         due: list[int] = []
         for shard in range(self._settings.queue_shards) if shards is None else shards:
-            for entry in self._index_entries(keys.delayed_key(queue, shard), queue, shard, newest_first=False):
-                assert entry.not_before_ms is not None
-                if entry.ttl > now_ms // 1000 and entry.not_before_ms < entry.ttl * 1000:
-                    due.append(entry.not_before_ms)
-                    break
+            partitions = [keys.delayed_key(queue, shard)] + [
+                fairness.group_delayed_key(queue, shard, entry.group) for entry in self.whole_ring(queue, shard)
+            ]
+            for partition in partitions:
+                for entry in self._index_entries(partition, queue, shard, newest_first=False):
+                    assert entry.not_before_ms is not None
+                    if entry.ttl > now_ms // 1000 and entry.not_before_ms < entry.ttl * 1000:
+                        due.append(entry.not_before_ms)
+                        break
         return min(due, default=None)
 
     def drain_shed(self) -> dict[str, int]:
@@ -156,20 +233,24 @@ class WorkFinding(QueueTable):
             self._shed[candidate.queue] += 1
         return True
 
-    def _claimable_ready(self, queue: str, shard: int, now_ms: int, shed: bool, need: _Need | None) -> Iterator[Candidate]:
-        for entry in self._index_entries(keys.ready_key(queue, shard), queue, shard, newest_first=True, need=need):
+    def _claimable_ready(
+        self, queue: str, shard: int, now_ms: int, shed: bool, need: Any, group: str | None = None
+    ) -> Iterator[Candidate]:
+        partition = keys.ready_key(queue, shard) if group is None else fairness.group_ready_key(queue, shard, group)
+        for entry in self._index_entries(partition, queue, shard, newest_first=True, need=need):
             if is_claimable(entry.ttl, entry.not_before_ms, now_ms):
                 yield entry
             elif entry.ttl <= now_ms // 1000 and shed:
                 self.shed(entry, now_ms)
 
     def _due_delayed(
-        self, queue: str, shard: int, now_ms: int, limit: int, shed: bool, need: _Need | None
+        self, queue: str, shard: int, now_ms: int, limit: int, shed: bool, need: Any, group: str | None = None
     ) -> list[Candidate]:
         """Up to ``limit`` entries of the delayed partition that are due now, the earliest due first."""
         found: list[Candidate] = []
         until = keys.delayed_until(now_ms)
-        entries = self._index_entries(keys.delayed_key(queue, shard), queue, shard, newest_first=False, until=until, need=need)
+        partition = keys.delayed_key(queue, shard) if group is None else fairness.group_delayed_key(queue, shard, group)
+        entries = self._index_entries(partition, queue, shard, newest_first=False, until=until, need=need)
         for entry in entries:
             if is_claimable(entry.ttl, entry.not_before_ms, now_ms):
                 found.append(entry)
@@ -187,7 +268,7 @@ class WorkFinding(QueueTable):
         *,
         newest_first: bool,
         until: str | None = None,
-        need: _Need | None = None,
+        need: Any = None,
     ) -> Iterator[Candidate]:
         """Lazily walks one ReadyIndex partition page by page (ready or delayed), as Candidates: pages of what
         ``need`` still misses, else of PAGE_SIZE."""
@@ -230,3 +311,28 @@ class _Need:
 
     def page(self) -> int:
         return max(1, min(MAX_QUERY_LIMIT, self.left))
+
+    def share(self, sources: int) -> _Share:
+        return _Share(self, sources)
+
+
+class _Share:
+    """A look's need split over ``sources`` groups served round-robin: each group's read asks for its fair part."""
+
+    def __init__(self, need: _Need, sources: int) -> None:
+        self._need = need
+        self._sources = sources
+
+    def page(self) -> int:
+        return min(MAX_QUERY_LIMIT, fairness.per_group_page(self._need.left, self._sources))
+
+
+@dataclass(frozen=True)
+class FairTurn:
+    """A worker's place in fair share: its cursor on each shard's ring (the ring sort of the group it claimed from
+    last; ``""``: the default group) and the groups it holds back for now (at a concurrency or rate limit)."""
+
+    after: Mapping[int, str] = field(default_factory=dict)
+    held_back: frozenset[str] = frozenset()
+    # False: the queue's record says no group was ever put on its ring (``hasGroups``): the look reads no ring.
+    groups: bool = True

@@ -123,6 +123,7 @@ def wake_record_of(item: Mapping[str, Any]) -> WakeRecord:
         delayed_seq=number("delayedSeq") or 0,
         delayed_at_ms=number("delayedAt") or 0,
         wake_at_ms=number("wakeAt"),
+        has_groups=bool(item.get("hasGroups", {}).get("BOOL", False)),
     )
 
 

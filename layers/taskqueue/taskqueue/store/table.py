@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from taskqueue.core import keys
+from taskqueue.core import fairness, keys
 from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import TaskNotFound, TaskQueueError
 from taskqueue.core.model import Task, from_item, ready_index_attributes, to_item
@@ -54,6 +54,7 @@ class Candidate:
     shard: int
     ttl: int
     not_before_ms: int | None
+    group: str | None = None  # fair share's group (taskqueue.core.fairness); None: the default group
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,10 @@ class QueueTable:
         self._clock = clock or SystemClock()
         self._shed: Counter[str] = Counter()
         self._shed_lock = threading.Lock()
+        # Ring entries this store wrote lately (store/groups.py): (queue, shard, group) -> when (epoch ms).
+        self._activated: dict[tuple[str, int, str], int] = {}
+        self._activated_lock = threading.Lock()
+        self._flagged: set[str] = set()  # queues whose record this store marked ``hasGroups``
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> Self:
@@ -97,9 +102,15 @@ class QueueTable:
             for start in range(0, len(requests), _BATCH_WRITE_LIMIT):
                 self._batch_write(requests[start : start + _BATCH_WRITE_LIMIT])
             result = CreateResult(created=len(tasks), already_existed=0)
-        # Delayed tasks are announced on the queue's record once written (taskqueue.core.delayed_head).
+        # Grouped tasks put their group on the ring, then delayed ones are announced on the queue's record, once
+        # written (taskqueue.core.fairness, taskqueue.core.delayed_head): before the producer's wake-up.
+        self.note_groups(tasks, reuse=True)
         self.note_delayed_tasks((t.queue, t.not_before_ms) for t in tasks)
         return result
+
+    def note_groups(self, tasks: Iterable[Task], now_ms: int | None = None, *, reuse: bool = False) -> int:
+        """Put grouped PENDING tasks' groups on the ring: ``store.groups.GroupRing``, joined in TaskStore."""
+        raise NotImplementedError("QueueTable is a base: use TaskStore, which keeps the ring of groups")
 
     def note_delayed_tasks(self, entries: Iterable[tuple[str, int | None]], now_ms: int | None = None) -> None:
         """Announce delayed entries on their queues' records: ``store.delayed.DelayedHeads``, joined in TaskStore."""
@@ -113,6 +124,8 @@ class QueueTable:
         missing = [t for t in tasks if t.task_id not in existing]
         if missing:
             self.put_tasks(missing)
+        else:  # a retry after a write whose ring entry was lost: the group is put back on the ring
+            self.note_groups(tasks, reuse=True)
         return CreateResult(created=len(missing), already_existed=len(tasks) - len(missing))
 
     def _put_if_absent(self, tasks: Sequence[Task]) -> CreateResult:
@@ -249,7 +262,10 @@ class QueueTable:
             response = self._call("update_item", **self._transition_request(task_id, source, target, **request))
         except ConditionLost:
             return None
-        return response["Attributes"]
+        item = response["Attributes"]
+        if target is TaskStatus.PENDING and "taskGroup" in item:  # back to waiting: its group goes on the ring
+            self.note_groups([from_item(item)])
+        return item
 
     def _transition_request(
         self,
@@ -322,7 +338,8 @@ class QueueTable:
 def candidate_of(item: Mapping[str, Any], queue: str, shard: int) -> Candidate:
     """The Candidate of a ReadyIndex item (ready or delayed partition)."""
     sort = item["readySort"]["S"]
-    if item["readyKey"]["S"].endswith("#delayed"):
+    partition = item["readyKey"]["S"]
+    if fairness.is_delayed_partition(partition):
         _, sort = keys.parse_delayed_sort(sort)
     return Candidate(
         ready_sort=sort,
@@ -331,6 +348,7 @@ def candidate_of(item: Mapping[str, Any], queue: str, shard: int) -> Candidate:
         shard=shard,
         ttl=int(item["ttl"]["N"]),
         not_before_ms=int(item["notBefore"]["N"]) if "notBefore" in item else None,
+        group=fairness.group_of_partition(partition),
     )
 
 

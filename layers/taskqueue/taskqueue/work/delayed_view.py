@@ -13,7 +13,7 @@ from collections.abc import Collection
 from taskqueue.core import delayed_head
 from taskqueue.core.clock import Clock
 from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS
-from taskqueue.store import Candidate, TaskStore
+from taskqueue.store import Candidate, FairTurn, TaskStore
 from taskqueue.work.claim_control import ClaimControl
 
 
@@ -34,14 +34,16 @@ class DelayedView:
         """Whether a look at ``now_ms`` reads the delayed partitions."""
         return self._dirty or delayed_head.delayed_due(self._known_head(), now_ms)
 
-    def look(self, wanted: int, look_ms: int, skip: Collection[str] = ()) -> tuple[list[Candidate], int]:
+    def look(
+        self, wanted: int, look_ms: int, skip: Collection[str] = (), fair: FairTurn | None = None
+    ) -> tuple[list[Candidate], int]:
         """The next ``wanted`` claimable tasks not in ``skip``, and how many entries of ``skip`` the look met; the
         delayed partitions only when an entry may be due. A look at them that finds none due finds the next one
         and raises the record's head to it if it may."""
         query_delayed = self.worth_reading(look_ms)
         shards = self._control.shards()  # with lanes over several shards, the shards this run owns
         candidates, skipped = self._store.look(
-            self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards, skip=skip
+            self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards, skip=skip, fair=fair
         )
         if query_delayed and not any(c.not_before_ms is not None for c in candidates):
             self.refresh()

@@ -33,12 +33,17 @@ class LeaseLost(TaskQueueError):
 class Lease:
     """The lease of one running task as its worker knows it; renewals of one task are serialized."""
 
-    def __init__(self, task: Task, store: TaskStore, owner: str, clock: Clock, slot: Token | None = None) -> None:
+    def __init__(
+        self, task: Task, store: TaskStore, owner: str, clock: Clock, slot: Token | None = None,
+        group_slot: Token | None = None,
+    ) -> None:
         self.task = task
         # The queue's running-limit slot this task holds (RUNNING_LIMIT): renewed by the run's HeldSlots on its own
         # short cadence (not with this lease: a dead worker's slot comes back within seconds), freed once the
         # outcome is recorded.
         self.slot = slot
+        # Its group's concurrency slot (GROUP_CONCURRENCY; taskqueue.work.fair_share), kept the same way.
+        self.group_slot = group_slot
         self.expires_ms = task.lease_expires_ms or 0
         self.lost = False
         self._store = store

@@ -33,10 +33,11 @@ from taskqueue.core.handshake import WakeRecord
 from taskqueue.core.run_time import InvocationTime, too_long_message
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.wake_schedule import WAIT_HORIZON_SECONDS, worth_waiting
-from taskqueue.store import Candidate, TaskStore, dynamo
+from taskqueue.store import Candidate, FairTurn, TaskStore, Token, dynamo
 from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS, Lingering, Watch
 from taskqueue.work.claim_control import ClaimControl
 from taskqueue.work.delayed_view import DelayedView
+from taskqueue.work.fair_share import FairShare
 from taskqueue.work.held_slots import HeldSlots
 from taskqueue.work.lease import Lease
 from taskqueue.work.outcomes import RECORD_BACKOFF_SECONDS, Outcomes
@@ -162,6 +163,9 @@ class Worker:
         )
         delayed = self._delayed = DelayedView(self._store, control, self._clock)
         slots_held = self._slots = HeldSlots(self._store, control, lambda: self._add(report, "errors"), self._clock)
+        fair = self._fair = FairShare(
+            self._store, queue, self._owner, self._clock, self._rng, lambda: self._add(report, "errors"), control
+        )
         self._outcomes = Outcomes(
             self._store, self._runner, self._owner, self._clock, self._rng,
             count=lambda name: self._add(report, name), released=self._released,
@@ -191,6 +195,7 @@ class Worker:
                 running = self._collect(running, report)
                 self._heartbeat(running.values(), report)
                 slots_held.renew()  # the slots' and the watch's short leases: renewed on their cadence, full or not
+                fair.renew()
                 watch.keep()
                 left = deadline - self._clock.monotonic()
                 if left <= 0:
@@ -235,8 +240,12 @@ class Worker:
                     # Stale entries and tasks too long for this run are passed over by the read itself, so the look
                     # reads what it can claim and no more (one request when the index holds it).
                     wanted = max(self._settings.page_size, control.window(self._capacity))
-                    candidates, met_stale = delayed.look(wanted, look_started_ms, skip=stale | self._time.found_too_long)
-                    due_in = None if candidates or running else delayed.due_in_seconds()
+                    candidates, met_stale = delayed.look(
+                        wanted, look_started_ms, skip=stale | self._time.found_too_long,
+                        fair=fair.turn(),
+                    )
+                    fair.prepare(candidates)
+                    due_in = None if candidates or running else _earliest(delayed.due_in_seconds(), fair.held_back_for())
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
                     if not self._refused_for_now(report, "reading the queue", exc):
                         raise
@@ -287,31 +296,44 @@ class Worker:
                 for candidate in order:
                     if free == 0:
                         break
+                    admitted: Token | bool | None = None
                     try:
+                        admitted = fair.admit(candidate)  # its group's limits: a slot, a place in its rate window
+                        if admitted is False:
+                            report.limited += 1
+                            continue
                         task = self._store.claim(candidate, self._owner, run_within=self._time.run_within())
                     except TaskTooLong as exc:  # left PENDING for a fresh invocation, which has time for it
+                        fair.lost(admitted)
                         self._too_long(candidate, exc, report)
                         continue
                     except TaskQueueError as exc:  # not applied: the task is still there; pause, look again
+                        fair.lost(admitted)
                         if not self._refused_for_now(report, "claiming a task", exc):
                             raise
                         break
                     self._mark_stale(candidate.task_id)
                     if task is None:
+                        fair.lost(admitted)
                         report.lost += 1
                         control.lost_a_claim()
                         continue
                     delayed.claimed(candidate)
+                    fair.claimed(candidate)
                     free -= 1
                     claimed_now += 1
                     report.claimed += 1
                     report.claim_ages_ms.append(task.updated_ms - task.created_ms)
-                    lease = Lease(task, self._store, self._owner, self._clock, slots.pop() if slots else None)
+                    lease = Lease(
+                        task, self._store, self._owner, self._clock, slots.pop() if slots else None,
+                        admitted if isinstance(admitted, Token) else None,
+                    )
                     running[pool.submit(self._run_one, lease, report)] = lease
                 slots_held.keep(slots or [])
                 if free == 0 and len(order) > claimed_now:
                     self._help(queue, control, report)
-                if len(candidates) < wanted and claimed_now == len(candidates) and not met_stale:  # stale entries: not seen whole
+                held_back = fair.held_back_for() is not None  # groups at a limit: their work is not seen, wait for it
+                if len(candidates) < wanted and claimed_now == len(candidates) and not met_stale and not held_back:
                     drained_look = look_started_ms
                 if claimed_now == 0:
                     # Every claim lost or refused, or only stale entries left (another worker, or index entries
@@ -330,6 +352,7 @@ class Worker:
                 running = self._collect(running, report)
                 self._heartbeat(running.values(), report)
                 slots_held.renew()
+                fair.renew()
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
         # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
         if report.stopped_by not in ("paused", "limit"):
@@ -382,7 +405,8 @@ class Worker:
     def _work_left(self, queue: str, report: WorkerReport) -> bool:
         try:
             query_delayed = self._delayed.worth_reading(self._clock.now_ms())
-            if self._store.has_claimable(queue, delayed=query_delayed):
+            # Held-back groups count as work left (a tail call waits for their window): no ``held_back`` here.
+            if self._store.has_claimable(queue, delayed=query_delayed, fair=FairTurn(groups=self._fair.groups)):
                 return True
             if query_delayed:
                 self._delayed.refresh()
@@ -463,8 +487,14 @@ class Worker:
         self._outcomes.attempt(lease)
         if lease.slot is not None:  # the outcome is recorded (or left to lease recovery): the next task may start
             self._slots.done(lease.slot)
+        if lease.group_slot is not None:
+            self._fair.done(lease.group_slot)
 
     def _released(self, task_id: str, not_before_ms: int) -> None:
         self._delayed.released(task_id, not_before_ms)
         with self._stale_lock:  # its new index entry is real: claimable again once due
             self._stale.pop(task_id, None)
+
+
+def _earliest(*seconds: float | None) -> float | None:
+    return min((s for s in seconds if s is not None), default=None)

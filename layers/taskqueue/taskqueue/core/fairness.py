@@ -1,0 +1,183 @@
+"""Fair share between the groups of one queue (pure rules and key encoding; docs/fairness.md has the semantics).
+
+A task may name a *group* (a tenant, a customer, an API key). Tasks without one form the *default group*. Each
+group keeps the queue's own order inside it (priority, then LIFO or FIFO); between groups, claims go round-robin.
+
+Where things live in the ReadyIndex (shard = the task's shard, as for every task):
+
+- the default group's tasks: the shard's plain partitions, as before groups existed (``<queue>#<shard>`` and
+  ``<queue>#<shard>#delayed``);
+- a named group's tasks: ``<queue>#<shard>#g#<group>`` and, while delayed, ``<queue>#<shard>#gd#<group>``;
+- the *ring*: one entry per (group, shard) that may have waiting tasks, in ``<queue>#<shard>#groups``, sorted by
+  ``<8 hex digits of crc32(group)>#<group>``: a fixed place per group, so a worker walks the ring from where it
+  last claimed (its *cursor*) and every active group comes round in turn without any write per claim.
+
+A queue's name and a group's name hold no ``#`` (both validated), so a partition's parts are never ambiguous.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from taskqueue.core.errors import InvalidTaskInput
+
+T = TypeVar("T")
+
+_GROUP = re.compile(r"^[A-Za-z0-9_.:@/=+-]{1,64}$")
+DEFAULT_GROUP = "default"  # how the board, taskq and logs name the tasks without a group
+GROUP_PARTITION = "g"
+GROUP_DELAYED_PARTITION = "gd"
+RING_PARTITION = "groups"
+# Ring entries a look reads at once (per shard); a look serves at most this many groups.
+RING_PAGE = 25
+
+
+def validate_group(group: object) -> str:
+    """A group name: 1-64 letters, digits or ``_ . : @ / = + -`` (an API key or a tenant id fits); ``#`` is refused
+    (it separates key parts), and so is the reserved name of the default group."""
+    if not isinstance(group, str) or not _GROUP.match(group):
+        raise InvalidTaskInput(
+            f"group {group!r:.80} is not valid: use 1-64 letters, digits or '_ . : @ / = + -' (no '#', no spaces)"
+        )
+    if group == DEFAULT_GROUP:
+        raise InvalidTaskInput(
+            f"group {DEFAULT_GROUP!r} is the name of the tasks without a group: leave the group out instead"
+        )
+    return group
+
+
+def group_ready_key(queue: str, shard: int, group: str) -> str:
+    return f"{queue}#{shard}#{GROUP_PARTITION}#{group}"
+
+
+def group_delayed_key(queue: str, shard: int, group: str) -> str:
+    return f"{queue}#{shard}#{GROUP_DELAYED_PARTITION}#{group}"
+
+
+def ring_key(queue: str, shard: int) -> str:
+    return f"{queue}#{shard}#{RING_PARTITION}"
+
+
+def ring_sort(group: str) -> str:
+    """A group's fixed place on the ring: spread by a hash, so neighbours by name are not neighbours on it."""
+    return f"{zlib.crc32(group.encode('utf-8')):08x}#{group}"
+
+
+def group_of_ring_sort(sort_key: str) -> str:
+    return sort_key.split("#", 1)[1]
+
+
+def is_delayed_partition(ready_key: str) -> bool:
+    """Is a ReadyIndex partition a delayed one (plain or a group's)? Parts: queue, shard, then the kind."""
+    parts = ready_key.split("#", 3)
+    return (len(parts) == 3 and parts[2] == "delayed") or (len(parts) == 4 and parts[2] == GROUP_DELAYED_PARTITION)
+
+
+def group_of_partition(ready_key: str) -> str | None:
+    """The group whose partition this is (``None``: the default group's)."""
+    parts = ready_key.split("#", 3)
+    return parts[3] if len(parts) == 4 and parts[2] in (GROUP_PARTITION, GROUP_DELAYED_PARTITION) else None
+
+
+def ring_entry_id(queue: str, shard: int, group: str) -> str:
+    """The item that puts (group, shard) on the ring; a control item (``queue#`` prefix), never a task."""
+    return f"queue#{queue}#ring#{shard}#{group}"
+
+
+def group_control_id(queue: str, group: str) -> str:
+    """The item that holds one group's run-time settings (limits, pause) and its rate window."""
+    return f"queue#{queue}#group#{group}"
+
+
+def group_token_queue(queue: str, group: str) -> str:
+    """The name a group's concurrency slots are leased under (``taskqueue.store.control`` tokens)."""
+    return f"{queue}#group#{group}"
+
+
+@dataclass(frozen=True)
+class RingEntry:
+    """(group, shard) as the ring shows it: ``paused_until_ms`` when an operator paused the group."""
+
+    group: str
+    shard: int
+    sort: str
+    paused_until_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class GroupLimits:
+    """One group's limits: at most ``concurrency`` tasks running at once across every worker, at most ``rate``
+    claims per ``period_seconds`` window, no claim before ``paused_until_ms``. ``None``: no such limit."""
+
+    concurrency: int | None = None
+    rate: int | None = None
+    period_seconds: float = 1.0
+    paused_until_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and not 1 <= self.concurrency <= 1000:
+            raise InvalidTaskInput(f"a group's concurrency must be 1-1000 (or none), got {self.concurrency}")
+        if self.rate is not None and not 1 <= self.rate <= 1_000_000:
+            raise InvalidTaskInput(f"a group's rate must be 1-1000000 claims per period (or none), got {self.rate}")
+        if not 0.1 <= self.period_seconds <= 86400:
+            raise InvalidTaskInput(f"a rate period must be 0.1-86400 seconds, got {self.period_seconds}")
+
+    def paused(self, now_ms: int) -> bool:
+        return self.paused_until_ms is not None and now_ms < self.paused_until_ms
+
+
+def parse_rate(text: str) -> tuple[int, float] | None:
+    """``"N/P"``: N claims per P seconds (``"10/1"``, ``"600/60"``); ``""`` or ``"0"``: no limit."""
+    text = text.strip()
+    if text in ("", "0"):
+        return None
+    try:
+        count, _, period = text.partition("/")
+        rate, seconds = int(count), float(period or "1")
+    except ValueError:
+        raise InvalidTaskInput(f"a rate limit is 'N/P' (N claims per P seconds, e.g. '10/1'), got {text!r}") from None
+    GroupLimits(rate=rate, period_seconds=seconds)  # checks the ranges
+    return rate, seconds
+
+
+def rate_window(now_ms: int, period_seconds: float) -> int:
+    """The fixed window a claim at ``now_ms`` counts in: at most N claims in each (windows start at epoch + k P)."""
+    return now_ms // int(period_seconds * 1000)
+
+
+def next_window_ms(now_ms: int, period_seconds: float) -> int:
+    period_ms = int(period_seconds * 1000)
+    return (now_ms // period_ms + 1) * period_ms
+
+
+def ring_from(entries: Sequence[RingEntry], after: str | None) -> list[RingEntry]:
+    """The ring read from just after ``after`` (a worker's cursor) round to it again: entries are in ring order."""
+    if after is None:
+        return list(entries)
+    later = [e for e in entries if e.sort > after]
+    return later + [e for e in entries if e.sort <= after]
+
+
+def per_group_page(wanted: int, groups: int) -> int:
+    """How many entries to read from each of ``groups`` sources for a look of ``wanted``: a fair part, at least one."""
+    return max(1, math.ceil(wanted / max(1, groups)))
+
+
+def round_robin(sources: Iterable[Iterator[T]]) -> Iterator[T]:
+    """One item from each source in turn, dropping sources as they run dry: the first of every group, then the second
+    of every group, ... Each source is read lazily, only when its turn comes."""
+    live = list(sources)
+    while live:
+        still = []
+        for source in live:
+            try:
+                yield next(source)
+            except StopIteration:
+                continue
+            still.append(source)
+        live = still

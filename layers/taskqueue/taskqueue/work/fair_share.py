@@ -1,0 +1,187 @@
+"""One worker run's part in fair share (``taskqueue.core.fairness``; docs/fairness.md): where it stands on each shard's
+ring of groups, which groups it holds back (at a limit or paused), and the per-group limits it applies at claim time.
+
+- **The cursor**: after each claim, the run's next look starts just after the claimed task's group, so every group
+  with waiting work comes round in turn, for every worker, with no shared write per claim.
+- **Concurrency** (GROUP_CONCURRENCY or the group's own setting): a claim of a grouped task first takes one of the
+  group's slots (leased items, as the queue's running limit); the slot is renewed while the task runs and freed when
+  its outcome is recorded. No free slot: the group is held back for HOLD_SECONDS and the look passes it over.
+- **Rate** (GROUP_RATE_LIMIT or the group's own): a claim counts in the group's fixed window first; a full window
+  holds the group back until the next one. Held-back work waits; only its TTL sheds it, as any waiting task.
+
+The group's settings are read at most every SETTINGS_SECONDS per group (one BatchGetItem for the groups of a look),
+and only for groups a look is about to claim from.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Sequence
+
+from aws_lambda_powertools import Logger
+
+from taskqueue.core import fairness
+from taskqueue.core.clock import Clock
+from taskqueue.core.errors import TaskQueueError
+from taskqueue.core.fairness import GroupLimits
+from taskqueue.store import Candidate, FairTurn, TaskStore, Token
+from taskqueue.store.control import SLOT_LEASE_SECONDS, SLOT_RENEW_SECONDS
+from taskqueue.work.claim_control import ClaimControl
+
+logger = Logger(child=True)
+
+# A group's own settings (an operator's override, a pause) reach a running worker within this long.
+SETTINGS_SECONDS = 5.0
+# A group found at its concurrency limit is passed over this long before the run tries its slots again.
+HOLD_SECONDS = 0.5
+
+
+class FairShare:
+    """``on_error()``: a group slot could not be freed (it lapses with its lease); the run counts it."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        queue: str,
+        owner: str,
+        clock: Clock,
+        rng: random.Random,
+        on_error: Callable[[], None],
+        control: ClaimControl | None = None,
+    ) -> None:
+        self._control = control
+        self._store = store
+        self._queue = queue
+        self._owner = owner
+        self._clock = clock
+        self._rng = rng
+        self._on_error = on_error
+        self._after: dict[int, str] = {}
+        self._held_until: dict[str, int] = {}  # group -> epoch ms until which looks pass it over
+        self._limits: dict[str, tuple[float, GroupLimits]] = {}  # group -> (read at, monotonic; its limits)
+        self._lock = threading.RLock()
+        self._slots: dict[tuple[str, int], Token] = {}  # (group, index) -> the token as last taken or renewed
+        self._renewed_at = 0.0
+
+    @property
+    def groups(self) -> bool:
+        """May the queue have groups? ``False`` only when the queue's record, as this run last read it, says no group
+        was ever put on its ring (``hasGroups``): then a look reads no ring."""
+        record = None if self._control is None else self._control.record
+        return record is None or record.has_groups
+
+    def turn(self) -> FairTurn:
+        """Where this run's next look starts on each shard's ring, and the groups it passes over now."""
+        now_ms = self._clock.now_ms()
+        with self._lock:
+            self._held_until = {g: until for g, until in self._held_until.items() if until > now_ms}
+            return FairTurn(after=dict(self._after), held_back=frozenset(self._held_until), groups=self.groups)
+
+    def prepare(self, candidates: Sequence[Candidate]) -> None:
+        """Read the settings of the groups among ``candidates`` that this run has not read lately (one request)."""
+        now = self._clock.monotonic()
+        stale = {c.group for c in candidates if c.group is not None
+                 and (c.group not in self._limits or now - self._limits[c.group][0] >= SETTINGS_SECONDS)}
+        if not stale:
+            return
+        for group, limits in self._store.group_settings(self._queue, stale).items():
+            self._limits[group] = (now, limits)
+
+    def admit(self, candidate: Candidate) -> Token | None | bool:
+        """May this run claim ``candidate`` now? ``True``: yes, no group slot needed; a ``Token``: yes, holding that
+        group slot (hand it to ``lost`` if the claim is lost, ``done`` once the task's outcome is recorded);
+        ``False``: no: its group is paused, at its concurrency limit or out of rate (held back for now)."""
+        group = candidate.group
+        if group is None:
+            return True
+        with self._lock:
+            if self._held_until.get(group, 0) > self._clock.now_ms():
+                return False
+        limits = self._limits_of(group)
+        now_ms = self._clock.now_ms()
+        if limits.paused(now_ms):
+            self._hold(group, limits.paused_until_ms or now_ms)
+            return False
+        slot: Token | None = None
+        if limits.concurrency is not None:
+            slot = self._store.take_group_slot(self._queue, group, self._owner, limits.concurrency, self._rng)
+            if slot is None:
+                self._hold(group, now_ms + int(HOLD_SECONDS * 1000))
+                return False
+            with self._lock:
+                self._slots[(group, slot.index)] = slot
+        try:
+            counted = self._store.take_rate(self._queue, group, limits, now_ms)
+        except TaskQueueError:
+            if slot is not None:
+                self.done(slot)
+            raise
+        if not counted:
+            self._hold(group, fairness.next_window_ms(now_ms, limits.period_seconds))
+            if slot is not None:
+                self.done(slot)
+            return False
+        return True if slot is None else slot
+
+    def held_back_for(self) -> float | None:
+        """Seconds until the first held-back group may be claimed from again (``None``: none is held back): a run
+        with nothing else to claim waits for it rather than taking the queue for drained."""
+        now_ms = self._clock.now_ms()
+        with self._lock:
+            until = min((u for u in self._held_until.values() if u > now_ms), default=None)
+        return None if until is None else (until - now_ms) / 1000
+
+    def claimed(self, candidate: Candidate) -> None:
+        """The next look starts after this task's group on its shard's ring."""
+        with self._lock:
+            self._after[candidate.shard] = "" if candidate.group is None else fairness.ring_sort(candidate.group)
+
+    def lost(self, admitted: Token | bool | None) -> None:
+        if isinstance(admitted, Token):
+            self.done(admitted)
+
+    def done(self, slot: Token) -> None:
+        """A task's outcome is recorded (or its claim lost): free its group slot."""
+        group = slot.queue.rsplit("#group#", 1)[1]
+        with self._lock:
+            token = self._slots.pop((group, slot.index), None)
+        if token is None:
+            return
+        try:
+            self._store.free_token(token)
+        except TaskQueueError as exc:
+            self._on_error()
+            logger.warning("could not free a group slot; it lapses with its lease", extra={"error": str(exc)})
+
+    def renew(self) -> None:
+        """Renew the group slots this run holds, every SLOT_RENEW_SECONDS (the run's loop calls it each round)."""
+        now = self._clock.monotonic()
+        with self._lock:
+            if not self._slots or now - self._renewed_at < SLOT_RENEW_SECONDS:
+                return
+            self._renewed_at = now
+            expires = self._clock.now_ms() + int(SLOT_LEASE_SECONDS * 1000)
+            for place, token in list(self._slots.items()):
+                try:
+                    renewed = self._store.renew_token(token, expires)
+                except TaskQueueError as exc:
+                    logger.warning("group slot renewal refused; trying again", extra={"error": str(exc)})
+                    self._renewed_at = 0.0
+                    continue
+                if renewed is None:
+                    logger.warning("group slot lost: it lapsed and another worker took it", extra={"slot": place})
+                    del self._slots[place]
+                else:
+                    self._slots[place] = renewed
+
+    def _limits_of(self, group: str) -> GroupLimits:
+        cached = self._limits.get(group)
+        if cached is None:
+            self.prepare([Candidate("", "", self._queue, 0, 0, None, group)])
+            cached = self._limits[group]
+        return cached[1]
+
+    def _hold(self, group: str, until_ms: int) -> None:
+        with self._lock:
+            self._held_until[group] = max(until_ms, self._held_until.get(group, 0))

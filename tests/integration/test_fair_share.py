@@ -1,0 +1,256 @@
+"""Fair share between the groups of one queue (taskqueue/core/fairness.py, store/groups.py, work/fair_share.py), on
+both DynamoDB engines: round-robin across groups with each group's own order kept, a lone group served whole, the ring
+kept by producers and workers, per-group concurrency (8 workers at once, 0 violations) and rate limits, pauses."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from taskqueue.core import fairness
+from taskqueue.core.clock import SystemClock
+from taskqueue.core.errors import InvalidField, InvalidTaskInput
+from taskqueue.core.model import new_tasks, parse_create_request
+from taskqueue.core.settings import Settings
+from taskqueue.core.states import TaskStatus
+from taskqueue.store import TaskStore
+from taskqueue.store.groups import DEACTIVATION_GRACE_MS
+from taskqueue.work.worker import Worker
+from tests import dynamodb_local
+from tests.support import create_queue_table
+
+pytestmark = pytest.mark.dynamodb_engines
+
+
+def with_settings(store: TaskStore, **changes) -> TaskStore:
+    return TaskStore(store._db, dataclasses.replace(store.settings, **changes), store._clock)
+
+
+def create(store: TaskStore, now_ms: int, count: int = 1, group: str | None = None, **fields) -> list[str]:
+    body = {"queue": "work", "count": count, **fields} | ({"group": group} if group else {})
+    tasks = new_tasks(parse_create_request(body, store.settings), now_ms, store.settings)
+    store.put_tasks(tasks)
+    return [t.task_id for t in tasks]
+
+
+def claim_order(store: TaskStore, clock, count: int) -> list[str | None]:
+    """The groups of the next ``count`` tasks one worker claims, one at a time (capacity 1, instant runner)."""
+    groups: list[str | None] = []
+
+    def runner(task):
+        groups.append(task.group)
+
+    worker = Worker(store, runner, capacity=1, owner="w", clock=clock)
+    while len(groups) < count:
+        before = len(groups)
+        worker.run("work", 60)
+        if len(groups) == before:
+            break
+    return groups[:count]
+
+
+def test_a_grouped_task_waits_in_its_groups_partition_and_puts_the_group_on_the_ring(store, clock):
+    (task_id,) = create(store, clock.now_ms(), group="acme")
+    task = store.get(task_id)
+    assert task.group == "acme"
+    (candidate,) = store.candidates("work", 10)
+    assert (candidate.task_id, candidate.group) == (task_id, "acme")
+    (entry,) = store.whole_ring("work", 0)
+    assert (entry.group, entry.shard, entry.sort) == ("acme", 0, fairness.ring_sort("acme"))
+    assert store.read_wake_record("work").has_groups
+
+
+def test_claims_go_round_robin_across_groups_and_keep_each_groups_order(store, clock):
+    noisy = []
+    for _ in range(30):  # one at a time: LIFO serves the newest first
+        noisy += create(store, clock.now_ms(), 1, group="noisy")
+        clock.advance(0.01)
+    quiet = {g: create(store, clock.now_ms(), 2, group=g) for g in ("q1", "q2", "q3")}
+    clock.advance(1)
+    plain = create(store, clock.now_ms(), 2)
+    looked = store.candidates("work", 10)
+    by_group = Counter(c.group for c in looked)
+    assert by_group == {"noisy": 2, "q1": 2, "q2": 2, "q3": 2, None: 2}  # a fair part each, not noisy's 30
+    # Round-robin: the first five candidates are five different groups (the default group among them).
+    assert len({c.group for c in looked[:5]}) == 5
+    # LIFO inside a group: the newest of noisy's tasks comes first.
+    assert [c.task_id for c in looked if c.group == "noisy"] == noisy[::-1][:2]
+    assert {c.task_id for c in looked if c.group is None} == set(plain)
+    assert all(c.task_id in quiet[c.group] for c in looked if c.group in quiet)
+
+
+def test_a_lone_group_gets_the_whole_look(store, clock):
+    create(store, clock.now_ms(), 12, group="only")
+    assert Counter(c.group for c in store.candidates("work", 10)) == {"only": 10}
+
+
+def test_a_worker_serves_quiet_groups_before_the_noisy_groups_backlog(store, clock):
+    create(store, clock.now_ms(), 40, group="noisy")
+    clock.advance(1)
+    for g in range(9):
+        create(store, clock.now_ms(), 1, group=f"quiet-{g}")
+    served = claim_order(store, clock, 12)
+    # Every quiet group's task is among the first 10 claims (one round of the ring), and noisy's share is a turn each.
+    assert {f"quiet-{g}" for g in range(9)} <= set(served[:10])
+    assert served.count("noisy") <= 3
+
+
+def test_without_groups_the_queue_is_served_as_before_and_reads_no_ring(store, clock):
+    ids = create(store, clock.now_ms(), 3)
+    assert not store.read_wake_record("work").has_groups
+    reads = Counter()
+    original = store._call
+
+    def counting(operation, **kwargs):
+        if operation == "query":
+            reads[kwargs["KeyConditionExpression"].split(" ")[0] + ":" + kwargs["ExpressionAttributeValues"][":k"]["S"]] += 1
+        return original(operation, **kwargs)
+
+    store._call = counting
+    report = Worker(store, lambda task: None, capacity=3, owner="w", clock=clock).run("work", 5)
+    assert report.succeeded == 3
+    assert not [key for key in reads if key.endswith("#groups")], reads
+    assert {store.get(i).status for i in ids} == {TaskStatus.SUCCESS}
+
+
+def test_an_empty_group_leaves_the_ring_only_after_the_grace_and_a_retry_puts_it_back(store, clock):
+    (task_id,) = create(store, clock.now_ms(), group="acme")
+    task = store.claim(store.candidates("work", 1)[0], "w")
+    assert task is not None
+    store.candidates("work", 5)  # an empty look right after the producer's write: the entry stays (grace)
+    assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
+    clock.advance(DEACTIVATION_GRACE_MS / 1000 + 0.1)
+    store.candidates("work", 5)
+    assert store.whole_ring("work", 0) == []
+    assert store.release(task, "w", not_before_ms=clock.now_ms() + 1000)  # a retry: the group is back on the ring
+    assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
+    clock.advance(DEACTIVATION_GRACE_MS / 1000 + 0.1)
+    assert store.candidates("work", 5)[0].task_id == task_id  # due by now, found in the group's delayed partition
+    assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
+
+
+def test_a_delayed_grouped_task_keeps_its_group_on_the_ring_until_it_is_due(store, clock):
+    (task_id,) = create(store, clock.now_ms(), group="later", delaySeconds=30)
+    clock.advance(DEACTIVATION_GRACE_MS / 1000 + 1)
+    assert store.candidates("work", 5) == []
+    assert [e.group for e in store.whole_ring("work", 0)] == ["later"]  # not due yet, but there
+    assert store.next_due_ms("work") == store.get(task_id).not_before_ms
+    clock.advance(30)
+    assert [c.task_id for c in store.candidates("work", 5)] == [task_id]
+
+
+def test_a_paused_group_is_passed_over_until_its_time_and_others_go_on(store, clock):
+    create(store, clock.now_ms(), 2, group="limited-api")
+    (other,) = create(store, clock.now_ms(), 1, group="other")
+    store.set_group_settings("work", "limited-api", paused_until_ms=clock.now_ms() + 30_000)
+    assert [c.task_id for c in store.candidates("work", 10)] == [other]
+    clock.advance(31)
+    assert Counter(c.group for c in store.candidates("work", 10)) == {"limited-api": 2, "other": 1}
+    limits = store.set_group_settings("work", "limited-api", clear=["pause"])
+    assert limits.paused_until_ms is None
+
+
+def test_a_group_rate_limit_allows_n_claims_per_window_and_the_rest_wait(store, clock):
+    limited = with_settings(store, group_rate=(3, 10.0))
+    create(limited, clock.now_ms(), 10, group="metered")
+    claimed_at: list[int] = []
+
+    def runner(task):
+        claimed_at.append(clock.now_ms())
+
+    report = Worker(limited, runner, capacity=2, owner="w", clock=clock).run("work", 25)
+    windows = Counter(fairness.rate_window(t, 10.0) for t in claimed_at)
+    assert max(windows.values()) <= 3, windows
+    assert len(claimed_at) == 9  # 3 in each of the three windows the 25 s run saw: the rest waits, nothing dropped
+    assert report.limited > 0
+    waiting = [c for c in limited.candidates("work", 20) if c.group == "metered"]
+    assert len(waiting) == 10 - len(claimed_at)
+
+
+def test_a_groups_own_settings_override_the_queue_defaults(store, clock):
+    limited = with_settings(store, group_concurrency=5, group_rate=(100, 1.0))
+    assert limited.group_settings("work", ["a"])["a"] == fairness.GroupLimits(concurrency=5, rate=100, period_seconds=1.0)
+    limited.set_group_settings("work", "a", concurrency=1, rate=(2, 60.0))
+    assert limited.group_settings("work", ["a", "b"]) == {
+        "a": fairness.GroupLimits(concurrency=1, rate=2, period_seconds=60.0),
+        "b": fairness.GroupLimits(concurrency=5, rate=100, period_seconds=1.0),
+    }
+    limited.set_group_settings("work", "a", clear=["concurrency", "rate"])
+    assert limited.group_settings("work", ["a"])["a"].concurrency == 5
+    with pytest.raises(InvalidTaskInput, match="concurrency must be 1-1000"):
+        limited.set_group_settings("work", "a", concurrency=0)
+
+
+def test_bad_groups_are_refused_with_what_to_do(store, services):
+    with pytest.raises(InvalidField, match="group"):
+        parse_create_request({"group": "has space"}, store.settings)
+    with pytest.raises(InvalidField, match="leave the group out"):
+        parse_create_request({"group": "default"}, store.settings)
+    call = parse_create_request({"queue": "calls", "group": "acme", "payload": {"preferences": {}}}, store.settings)
+    with pytest.raises(InvalidField, match="calls take no group"):
+        services.check_request(call)
+
+
+@pytest.fixture
+def concurrent_settings(dynamodb_engine):
+    """A fresh queue table on an engine where conditional writes are atomic under concurrent requests: DynamoDB Local,
+    or (the moto run) the serialized moto server; one client factory per worker thread."""
+    name = f"fair-{uuid.uuid4().hex[:8]}"
+    if dynamodb_engine == "local":
+        make_client = lambda: dynamodb_local.client(max_pool_connections=4)  # noqa: E731
+        create_queue_table(make_client(), name)
+        yield name, make_client
+        return
+    from tests.serialized_moto import SerializedMoto
+
+    with SerializedMoto() as server:
+        create_queue_table(server.client(), name)
+        yield name, server.client
+
+
+def test_eight_workers_never_run_more_than_k_tasks_of_a_group_at_once(concurrent_settings):
+    table, make_client = concurrent_settings
+    k = 2
+    settings = Settings(queue_table_name=table, page_size=10, group_concurrency=k, lease_seconds=60)
+    clock = SystemClock()
+    seeder = TaskStore(make_client(), settings, clock)
+    groups = ["a", "b", "c"]
+    for g in groups:
+        create(seeder, clock.now_ms(), 12, group=g)
+    lock = threading.Lock()
+    running: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+    violations: list[tuple[str, int]] = []
+    done: defaultdict[str, int] = defaultdict(int)
+
+    def runner(task):
+        with lock:
+            running[task.group] += 1
+            peak[task.group] = max(peak[task.group], running[task.group])
+            if running[task.group] > k:
+                violations.append((task.group, running[task.group]))
+        time.sleep(0.3)
+        with lock:
+            running[task.group] -= 1
+            done[task.group] += 1
+
+    stores = [TaskStore(make_client(), settings, clock) for _ in range(8)]
+    barrier = threading.Barrier(8)
+
+    def work(index: int) -> None:
+        barrier.wait()
+        deadline = time.monotonic() + 60
+        while sum(done.values()) < 36 and time.monotonic() < deadline:
+            Worker(stores[index], runner, capacity=3, owner=f"w{index}", clock=clock).run("work", 2)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(work, range(8)))
+    assert violations == []
+    assert dict(done) == {g: 12 for g in groups}
+    assert max(peak.values()) == k and all(peak[g] <= k for g in groups), peak  # reached (the test can fail), never passed
