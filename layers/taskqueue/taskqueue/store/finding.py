@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taskqueue.core import fairness, keys
-from taskqueue.core.fairness import RingEntry
 from taskqueue.core.errors import TaskNotFound
+from taskqueue.core.fairness import RingEntry
 from taskqueue.core.model import Task
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.groups import GroupRing
