@@ -254,3 +254,22 @@ def test_eight_workers_never_run_more_than_k_tasks_of_a_group_at_once(concurrent
     assert violations == []
     assert dict(done) == {g: 12 for g in groups}
     assert max(peak.values()) == k and all(peak[g] <= k for g in groups), peak  # reached (the test can fail), never passed
+
+
+def test_a_group_is_on_the_ring_before_its_tasks_are_written(store, clock):
+    """A producer that dies (or is refused) mid-write leaves no task of a group off the ring: the entry comes first."""
+    request = parse_create_request({"queue": "work", "count": 3, "group": "acme"}, store.settings)
+    tasks = new_tasks(request, clock.now_ms(), store.settings)
+    written = []
+
+    def dies_after_one(requests):
+        store._call("put_item", TableName=store.settings.queue_table_name, Item=requests[0]["PutRequest"]["Item"])
+        written.append(requests[0])
+        raise RuntimeError("the producer died mid-write")
+
+    store._batch_write = dies_after_one
+    with pytest.raises(RuntimeError):
+        store.put_tasks(tasks)
+    assert len(written) == 1 and [e.group for e in store.whole_ring("work", 0)] == ["acme"]
+    clock.advance(DEACTIVATION_GRACE_MS / 1000 + 1)
+    assert [c.group for c in store.candidates("work", 5)] == ["acme"]  # found, and the entry stays while it waits

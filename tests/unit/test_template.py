@@ -4,6 +4,8 @@ import json
 import re
 import subprocess
 import sys
+
+import pytest
 from pathlib import Path
 
 from taskqueue.core import keys
@@ -471,3 +473,22 @@ def test_the_streams_window_outlasts_a_dead_watchers_lease():
 
     default = TPL["Parameters"]["TriggerBatchingWindowSeconds"]["Default"]
     assert WATCH_LEASE_SECONDS <= default <= 2 * WATCH_LEASE_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("parameter", "variable", "accepted", "refused"),
+    [
+        ("WorkGroupConcurrency", "GROUP_CONCURRENCY", ["", "0", "1", "25", "1000"], ["1001", "-1", "x", "01"]),
+        ("WorkGroupRateLimit", "GROUP_RATE_LIMIT", ["", "0", "10", "10/1", "600/60", "5/0.5", "3/2.5"], ["0/1", "10/0", "a/1", "10/0.0", "10/"]),
+    ],
+)
+def test_fair_share_parameters_take_only_values_the_worker_reads(parameter, variable, accepted, refused):
+    spec = TPL["Parameters"][parameter]
+    process = TPL["Resources"]["ProcessTasksFunction"]["Properties"]
+    assert process["Environment"]["Variables"][variable] == {"Ref": parameter} and spec["Default"] == ""
+    pattern = re.compile(spec["AllowedPattern"])
+    for value in accepted:
+        assert pattern.fullmatch(value), value
+        Settings.from_env({"QUEUE_TABLE_NAME": "t", variable: value})  # a deployable value never fails a cold start
+    for value in refused:
+        assert not pattern.fullmatch(value), value

@@ -93,6 +93,9 @@ class QueueTable:
                 raise InvalidTransition(
                     f"a new task must be PENDING, not {task.status}: create it, then let a worker move it on"
                 )
+        # Groups go on the ring before their tasks are written (a producer that dies after its write strands nothing)
+        # and again after, if the write took longer than a ring entry is reused (store/groups.py).
+        self.note_groups(tasks, reuse=True)
         if idempotent:
             result = self._put_if_absent(tasks)
         else:
@@ -102,8 +105,8 @@ class QueueTable:
             for start in range(0, len(requests), _BATCH_WRITE_LIMIT):
                 self._batch_write(requests[start : start + _BATCH_WRITE_LIMIT])
             result = CreateResult(created=len(tasks), already_existed=0)
-        # Grouped tasks put their group on the ring, then delayed ones are announced on the queue's record, once
-        # written (taskqueue.core.fairness, taskqueue.core.delayed_head): before the producer's wake-up.
+        # Delayed tasks are announced on the queue's record once written (taskqueue.core.delayed_head), and every
+        # group is on the ring, before the producer's wake-up.
         self.note_groups(tasks, reuse=True)
         self.note_delayed_tasks((t.queue, t.not_before_ms) for t in tasks)
         return result
