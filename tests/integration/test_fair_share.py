@@ -19,7 +19,7 @@ from taskqueue.core.errors import InvalidField, InvalidTaskInput
 from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus
-from taskqueue.store import TaskStore
+from taskqueue.store import FairTurn, TaskStore
 from taskqueue.store.groups import DEACTIVATION_GRACE_MS
 from taskqueue.work.worker import Worker
 from tests import dynamodb_local
@@ -273,3 +273,12 @@ def test_a_group_is_on_the_ring_before_its_tasks_are_written(store, clock):
     assert len(written) == 1 and [e.group for e in store.whole_ring("work", 0)] == ["acme"]
     clock.advance(DEACTIVATION_GRACE_MS / 1000 + 1)
     assert [c.group for c in store.candidates("work", 5)] == ["acme"]  # found, and the entry stays while it waits
+
+
+def test_groups_past_a_page_of_held_back_ones_are_still_served(store, clock):
+    for g in range(fairness.RING_PAGE + 5):
+        create(store, clock.now_ms(), 1, group=f"g{g:02d}")
+    ring = [e.group for e in store.whole_ring("work", 0)]
+    held = frozenset(ring[: fairness.RING_PAGE + 2])  # the first page and more, all at their limits
+    looked = store.candidates("work", 10, fair=FairTurn(held_back=held))
+    assert {c.group for c in looked} == set(ring) - held

@@ -33,8 +33,10 @@ DEFAULT_GROUP = "default"  # how the board, taskq and logs name the tasks withou
 GROUP_PARTITION = "g"
 GROUP_DELAYED_PARTITION = "gd"
 RING_PARTITION = "groups"
-# Ring entries a look reads at once (per shard); a look serves at most this many groups.
+# Ring entries a look reads at once (per shard); a look serves at most this many groups. Past held-back or paused
+# entries it reads on, at most RING_READS pages.
 RING_PAGE = 25
+RING_READS = 4
 
 
 def validate_group(group: object) -> str:

@@ -148,24 +148,37 @@ class WorkFinding(GroupRing):
     def _turns(self, queue: str, shard: int, now_ms: int, fair: FairTurn | None) -> list[RingEntry | None]:
         """The groups of a shard in the order a look serves them: the ring from just after the cursor round to it,
         with the default group (``None``) at the ring's start; empty when no named group waits (or every waiting one
-        is paused or held back), so a queue without groups pays one ring query a look and nothing else."""
+        is paused or held back), so a queue without groups pays one ring query a look and nothing else.
+
+        Entries held back or paused are passed over and the walk reads on (at most RING_READS pages), so groups
+        beyond a page of held-back ones are not starved while the cursor stands still."""
         after = None if fair is None else fair.after.get(shard)
         held_back = frozenset() if fair is None else fair.held_back
-        named_after = self._ring_page(queue, shard, fairness.RING_PAGE, after=after or None)
-        wrapped = [] if not after else self._ring_page(queue, shard, fairness.RING_PAGE, up_to=after)
-
-        def serve(entries: list[RingEntry]) -> list[RingEntry | None]:
-            return [
-                e for e in entries
-                if e.group not in held_back and (e.paused_until_ms is None or e.paused_until_ms <= now_ms)
-            ]
-
-        if not serve(named_after) and not serve(wrapped):
+        servable: list[RingEntry | None] = []
+        wrapped_at: int | None = None
+        reads = 0
+        # The walk: (cursor, end of the ring], then [start of the ring, cursor].
+        for part, (start, stop) in enumerate([(after or None, None)] + ([(None, after)] if after else [])):
+            if part == 1:
+                wrapped_at = len(servable)
+            cursor = start
+            while reads < fairness.RING_READS and len(servable) < fairness.RING_PAGE:
+                page = self._ring_page(queue, shard, fairness.RING_PAGE, after=cursor, up_to=stop)
+                reads += 1
+                servable += [
+                    e for e in page
+                    if e.group not in held_back and (e.paused_until_ms is None or e.paused_until_ms <= now_ms)
+                ]
+                if len(page) < fairness.RING_PAGE:
+                    break
+                cursor = page[-1].sort
+        if not servable:
             return []
         # The default group sits at the ring's start: first when the walk starts there, else where the walk wraps.
         if after is None:
-            return [None, *serve(named_after)]
-        return [*serve(named_after), None, *serve(wrapped)]
+            return [None, *servable]
+        split = len(servable) if wrapped_at is None else wrapped_at
+        return [*servable[:split], None, *servable[split:]]
 
     def _or_off_ring(self, queue: str, entry: RingEntry, stream: Iterator[Candidate], look_ms: int) -> Iterator[Candidate]:
         """``stream``; if it holds no task at all (none ready, none delayed, due or not), the group leaves the ring."""
