@@ -40,6 +40,7 @@ def task_dict(task: Task) -> dict[str, Any]:
     return {
         "taskId": task.task_id,
         "queue": task.queue,
+        "group": task.group,
         "status": task.status.value,
         "priority": task.priority,
         "attempts": task.attempts,
@@ -80,11 +81,14 @@ def note(task: Task, now_ms: int) -> str:
 
 
 def task_rows(tasks: Iterable[Task], now_ms: int) -> tuple[list[str], list[list[str]]]:
-    header = ["TASK ID", "QUEUE", "STATE", "PRI", "TRIES", "AGE", "EXPIRES IN", "NOTE"]
+    tasks = list(tasks)
+    grouped = any(t.group is not None for t in tasks)  # a GROUP column only when a task has a group (fair share)
+    header = ["TASK ID", "QUEUE", *(["GROUP"] if grouped else []), "STATE", "PRI", "TRIES", "AGE", "EXPIRES IN", "NOTE"]
     rows = [
         [
             t.task_id,
             t.queue,
+            *([t.group or "-"] if grouped else []),
             t.status.value,
             str(t.priority),
             f"{t.attempts}/{t.max_attempts}",
@@ -118,6 +122,7 @@ def stats_dict(stats: QueueStats) -> dict[str, Any]:
         "expired": stats.expired,
         "oldestWaitingMs": stats.oldest_waiting_ms,
         "newestWaitingMs": stats.newest_waiting_ms,
+        "groups": stats.groups,
     }
 
 
@@ -130,6 +135,8 @@ def stats_rows(
     header += ["SUCCESS"] if with_success else []
     header += ["OLDEST WAIT", "NEWEST WAIT"] + (["SHED"] if shed is not None else [])
     header += ["PAUSED"] if paused else []
+    grouped = any(s.groups for s in all_stats)  # named groups on the ring (fair share): their tasks are counted above
+    header += ["GROUPS"] if grouped else []
     rows = []
     for s in all_stats:
         row = [s.queue, str(s.counts["PENDING"]), str(s.claimable), str(s.delayed), str(s.expired)]
@@ -141,6 +148,8 @@ def stats_rows(
             row.append("n/a" if value is None else str(int(value)))
         if paused:
             row.append("yes" if s.queue in paused else "no")
+        if grouped:
+            row.append(str(s.groups))
         rows.append(row)
     return header, rows
 

@@ -86,7 +86,9 @@ def shed_counts(t: Target, queues: Sequence[str], hours: float) -> dict[str, flo
 
 
 def cmd_list(t: Target, args: argparse.Namespace, say: Printer) -> int:
-    page = t.store.list_tasks(args.queue, args.state, args.limit, args.page_token)
+    if args.group and not args.queue:
+        raise CliError("--group needs --queue QUEUE: a group's tasks are listed one queue at a time")
+    page = t.store.list_tasks(args.queue, args.state, args.limit, args.page_token, group=args.group)
     if args.json:
         say(output.dumps({"tasks": [output.task_dict(x) for x in page.tasks], "nextToken": page.next_token}))
         return 0
@@ -141,6 +143,7 @@ def cmd_create(t: Target, args: argparse.Namespace, say: Printer) -> int:
         ("delaySeconds", args.delay_seconds),
         ("runSeconds", args.run_seconds),
         ("taskIds", args.task_id),
+        ("group", args.group),
     ):
         if value is not None:
             body[field] = value
@@ -261,6 +264,8 @@ def add_parsers(command: Command) -> None:
                    help="only this state (default: PENDING, TAKEN, FAILURE, CANCELLED; SUCCESS and SHED are a table scan, ask by name)")
     p.add_argument("--limit", type=output.positive_int, default=20, help="tasks per page (default 20)")
     p.add_argument("--page-token", help="the token printed under the previous page")
+    p.add_argument("--group", help='only this group\'s waiting (PENDING) tasks, with --queue ("default": the tasks '
+                   "without a group, which a PENDING listing without --group shows)")
 
     p = command("show", cmd_show, "Show one task with every attribute.")
     p.add_argument("task_id", metavar="ID")
@@ -268,7 +273,7 @@ def add_parsers(command: Command) -> None:
     p = command("peek", cmd_peek, "Show the task a queue would serve next, without claiming it.")
     p.add_argument("queue_name", metavar="QUEUE")
 
-    p = command("create", cmd_create, "Create tasks (the CreateTasks input: queue, count, priority, ttlSeconds, payload, maxAttempts, delaySeconds, runSeconds, taskIds).")
+    p = command("create", cmd_create, "Create tasks (the CreateTasks input: queue, count, priority, ttlSeconds, payload, maxAttempts, delaySeconds, runSeconds, taskIds, group).")
     p.add_argument("--input", help='the whole CreateTasks input as JSON, or @file.json (the flags below override its fields)')
     p.add_argument("--queue", help="queue name (default work)")
     p.add_argument("--count", type=output.positive_int, help="how many tasks (default 1, or the number of --task-id)")
@@ -280,6 +285,7 @@ def add_parsers(command: Command) -> None:
     p.add_argument("--run-seconds", type=output.positive_int,
                    help="how long each task may run (default DEFAULT_RUN_SECONDS; at most ProcessTasksTimeout less 15 s)")
     p.add_argument("--task-id", action="append", help="your own id (repeatable): creating the same id twice makes one task")
+    p.add_argument("--group", help="the tasks' fair-share group (a tenant, a customer; docs/fairness.md); default: none")
 
     p = command("cancel", cmd_cancel, "Cancel a PENDING task (it goes to CANCELLED; redrive brings it back).")
     p.add_argument("task_id", metavar="ID")

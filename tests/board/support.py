@@ -33,7 +33,8 @@ def make_board(store: TaskStore, clock: Any, log: Path, *, read_only: bool = Fal
     counts = CountKeeper(store, clock.now_ms, cap=cap, fresh_s=0, background=background)
     seen = None if agents is None else BackgroundValue(agents.agents, 0 if not background else 30, "agents",
                                                       background=background)
-    return Board(target, read_only, EmfLogMetrics(log), agents, failed, "test table", counts=counts, agents_seen=seen)
+    return Board(target, read_only, EmfLogMetrics(log), agents, failed, "test table", counts=counts, agents_seen=seen,
+                 groups_every_s=30 if background else 0, groups_background=background)
 
 
 class Browser:

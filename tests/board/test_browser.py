@@ -257,3 +257,28 @@ def test_a_task_whose_id_has_slashes_dots_and_question_marks_opens_and_cancels(s
         expect(page.locator(".flash.ok")).to_contain_text(f"cancelled {task_id}")
         expect(page.locator("#task-id")).to_have_text(task_id)
         assert store.get(task_id).status.value == "CANCELLED"
+
+
+def test_the_groups_page_shows_a_noisy_group_first_and_pauses_it(stack, board_url, page):
+    """Fair share's groups (issue 30): the page is read in the background and filled in by the refresh; a group's
+    Pause button pauses it (the store says so) and the page marks it paused, then Resume ends it."""
+    from playwright.sync_api import expect
+
+    store = stack["store"]
+    now = int(time.time() * 1000)
+    create(store, now, 5, group="browser-noisy", payload={"from": "browser test"})
+    create(store, now, 1, group="browser-quiet", payload={"from": "browser test"})
+    page.goto(board_url + "groups")
+    noisy = page.locator('tr[data-group="work:browser-noisy"]')
+    expect(noisy).to_be_visible()
+    rows = page.locator('table[data-groups="work"] tbody tr').evaluate_all("rows => rows.map(r => r.dataset.group)")
+    assert rows.index("work:browser-noisy") < rows.index("work:browser-quiet")
+    expect(page.locator('[data-count="work:browser-noisy:waiting"]')).to_have_text("5")
+    page.locator('[data-action="pause-group-work-browser-noisy"]').click()
+    expect(page.locator(".flash.ok")).to_contain_text("paused group 'browser-noisy'")
+    expect(page.locator('[data-paused="work:browser-noisy"]')).to_be_visible()
+    assert store.group_view("work", "browser-noisy").limits.paused_until_ms is not None
+    page.locator('[data-action="resume-group-work-browser-noisy"]').click()
+    expect(page.locator(".flash.ok")).to_contain_text("resumed group 'browser-noisy'")
+    expect(page.locator('[data-paused="work:browser-noisy"]')).to_have_count(0)
+    assert store.group_view("work", "browser-noisy").limits.paused_until_ms is None

@@ -53,6 +53,7 @@ def test_every_command_has_help(capsys):
         "failed-events",  # tests/integration/test_cli_failed_events.py
         "pause", "resume", "purge", "retry-all", "watch",  # tests/integration/test_cli_operator_tools.py
         "board",  # tests/board/
+        "groups", "group",  # tests/integration/test_cli_groups.py
     }
     for name in commands:
         with pytest.raises(SystemExit) as done:

@@ -110,3 +110,13 @@ def test_the_stacks_match_attributes_decide_what_a_call_may_ask_for(services, dy
     with pytest.raises(InvalidTaskInput):
         app.handle({"queue": "calls", "payload": {"preferences": {"language": "fr"}}}, accents)
     assert len(all_items(dynamodb)) == 1
+
+
+def test_a_grouped_sample_event_puts_its_tasks_in_that_groups_line(services, dynamodb):
+    """events/create_tasks-group.json: what a direct invoke, or the schedule's Input, sends to name a fair-share group."""
+    result = app.handle(load_event("create_tasks-group.json"), services)
+    assert result["created"] == 5
+    items = all_items(dynamodb)
+    assert {i["taskGroup"]["S"] for i in items} == {"customer-17"}
+    assert {i["readyKey"]["S"] for i in items} == {"work#0#g#customer-17"}
+    assert services.store.group_view("work", "customer-17").waiting == 5

@@ -11,6 +11,8 @@ answers 403 and changes nothing.
 | purge a state (the queue's name typed to confirm) | ``purge --state`` (y/N) | ``check_purgeable``, ``purge`` |
 | retry all (a queue's FAILURE/CANCELLED tasks) | ``retry-all --queue`` | ``redrive_all``, then wake |
 | retry all of a filtered list | (``redrive`` of each) | ``redrive_many``, then wake |
+| a group's limits (concurrency, rate; or back to the defaults) | ``group set`` | ``set_group_settings`` |
+| pause a group for N seconds / resume it | ``group pause --for`` / ``group resume`` | ``set_group_settings``; resume wakes |
 
 After an action the browser is sent back where it came from (POST, redirect, GET) with one line saying what
 happened.
@@ -25,6 +27,7 @@ from taskq.board import reads
 from taskq.board.services import Board
 from taskq.board.views import task_id_of, task_url
 from taskq.task_commands import wake
+from taskqueue.client.groups import pause_until_ms, rate_of
 from taskqueue.core.errors import InvalidTaskInput, TaskQueueError
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.operator import check_purgeable
@@ -48,6 +51,8 @@ def refuse_when_read_only() -> None:
 def back(default: str = "/") -> ResponseReturnValue:
     """Redirect to the form's ``next`` when it is a path on this board, else to ``default``."""
     board().counts.forget()  # the next page counts again what the action may have changed
+    for seen in board().groups_seen.values():
+        seen.forget()
     target = request.form.get("next", "")
     if not target.startswith("/") or target.startswith("//") or "\\" in target:
         target = default
@@ -195,4 +200,64 @@ def _filter(queue: str, status: TaskStatus) -> reads.TaskFilter:
     raw = request.form.get("priority", "").strip()
     if raw and not raw.isdigit():
         raise InvalidTaskInput(f"priority must be a whole number from 0 to 999, got {raw!r}")
-    return reads.TaskFilter(queue, status.value, int(raw) if raw else None, request.form.get("error", "").strip())
+    return reads.TaskFilter(queue, status.value, int(raw) if raw else None, request.form.get("error", "").strip(),
+                            request.form.get("group", "").strip() or None)
+
+
+# ---- a group (fair share) ----------------------------------------------------------------------------------------
+
+
+def _group() -> str:
+    return request.form.get("group", "").strip()
+
+
+@blueprint.post("/group/limits")
+def group_limits() -> ResponseReturnValue:
+    """A group's own concurrency and rate (an empty field: unchanged; "default": back to the queue's default)."""
+    page = "/groups"
+    try:
+        queue, group = _queue(), _group()
+        raw_concurrency = request.form.get("concurrency", "").strip()
+        raw_rate = request.form.get("rate", "").strip()
+        clear = [name for name, raw in (("concurrency", raw_concurrency), ("rate", raw_rate)) if raw == "default"]
+        if raw_concurrency not in ("", "default") and not raw_concurrency.isdigit():
+            raise InvalidTaskInput(f"concurrency must be a whole number (or 'default'), got {raw_concurrency!r}")
+        concurrency = int(raw_concurrency) if raw_concurrency.isdigit() else None
+        rate = rate_of(raw_rate) if raw_rate not in ("", "default") else None
+        if concurrency is None and rate is None and not clear:
+            raise InvalidTaskInput("nothing to set: give a concurrency, a rate (N/P), or 'default'")
+        limits = board().store.set_group_settings(queue, group, concurrency=concurrency, rate=rate, clear=clear)
+    except TaskQueueError as exc:
+        return refused(exc, page)
+    rate_text = "none" if limits.rate is None else f"{limits.rate}/{limits.period_seconds:g}s"
+    return done(f"group {group!r} of queue {queue!r}: concurrency {limits.concurrency or 'none'}, rate {rate_text}; "
+                "running workers apply it within a few seconds", page)
+
+
+@blueprint.post("/group/pause")
+def group_pause() -> ResponseReturnValue:
+    page = "/groups"
+    try:
+        queue, group = _queue(), _group()
+        raw = request.form.get("seconds", "").strip()
+        try:
+            seconds = float(raw)
+        except ValueError:
+            raise InvalidTaskInput(f"pause for how many seconds? got {raw!r}") from None
+        until = pause_until_ms(board().target.clock.now_ms(), seconds=seconds)
+        board().store.set_group_settings(queue, group, paused_until_ms=until)
+    except TaskQueueError as exc:
+        return refused(exc, page)
+    return done(f"paused group {group!r} of queue {queue!r} for {seconds:g} s: its tasks wait, the other groups go on",
+                page)
+
+
+@blueprint.post("/group/resume")
+def group_resume() -> ResponseReturnValue:
+    page = "/groups"
+    try:
+        queue, group = _queue(), _group()
+        board().store.set_group_settings(queue, group, clear=["pause"])
+    except TaskQueueError as exc:
+        return refused(exc, page)
+    return done(f"resumed group {group!r} of queue {queue!r}{_woken([queue], 'resume')}", page)

@@ -14,8 +14,13 @@ board once paid at every refresh of every open tab. Here:
   has counted it in full, then "~ N" with the age of that count. A full count is made at most every
   ``full_min_s`` and no more often than ``full_entries_per_hour`` allows (a count of 100,000 entries every 10
   minutes), never inside a request.
-- ``BackgroundValue`` keeps any other expensive read (the agent table's Scan for the matching page, CloudWatch's
-  per-minute series) made in the background at most every so often, with its age for the page to show.
+- Fair share's groups wait in partitions of their own (one ready and one delayed per group and shard, named by the
+  ring of groups): ``CountKeeper`` reads the ring (at most ``ring_cap`` entries per shard, shared for ``fresh_s``)
+  and counts at most ``group_budget`` of those partitions per request, the least recently counted first; the others
+  show their last count, marked "~" with its age, and a partition never counted yet (or a ring read at its cap)
+  marks the sum "≥". A handful of groups is counted exactly at every refresh; 10,000 cost the same per request.
+- ``background.BackgroundValue`` keeps any other expensive read (the agent table's Scan, the groups page's view,
+  CloudWatch's per-minute series) made in the background at most every so often, with its age for the page to show.
 """
 
 from __future__ import annotations
@@ -25,9 +30,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
+from taskq.board.background import BackgroundValue
 from taskqueue.store.counts import DepthPartition, PartitionCount
+
+__all__ = ["BackgroundValue", "BoardDepth", "Cell", "CountKeeper", "ReadMeter"]
 
 # Dollars per million on-demand read request units (the board's reads are all eventually consistent but the
 # claim lanes' GetItem).
@@ -39,8 +47,8 @@ FRESH_S = 2.5  # an exact count this young is shared (every tab, every fragment)
 RECHECK_S = 60.0  # a partition at the cap is read again (bounded) at most this often, to see it drain
 FULL_MIN_S = 300.0  # a full count of a big partition at most this often ...
 FULL_ENTRIES_PER_HOUR = 600_000  # ... and only as often as reading this many entries an hour allows (~9,600 units)
-
-T = TypeVar("T")
+GROUP_BUDGET = 20  # groups' partitions counted per request, at most (~10 read units when they are small)
+RING_CAP = 1000  # ring entries read per shard (one query; ~12 read units at the cap)
 
 
 class ReadMeter:
@@ -166,8 +174,11 @@ class CountKeeper:
 
     def __init__(self, store: Any, now_ms: Callable[[], int], *, cap: int = CAP, fresh_s: float = FRESH_S, recheck_s: float = RECHECK_S,
                  full_min_s: float = FULL_MIN_S, full_entries_per_hour: int = FULL_ENTRIES_PER_HOUR,
-                 clock: Callable[[], float] = time.monotonic, background: bool = True) -> None:
+                 clock: Callable[[], float] = time.monotonic, background: bool = True,
+                 group_budget: int = GROUP_BUDGET, ring_cap: int = RING_CAP) -> None:
         self._store = store
+        self.group_budget, self.ring_cap = group_budget, ring_cap
+        self._rings: dict[str, tuple[list[DepthPartition], bool, float]] = {}
         self._now_ms = now_ms
         self.cap, self.fresh_s, self.recheck_s = cap, fresh_s, recheck_s
         self.full_min_s, self.full_entries_per_hour = full_min_s, full_entries_per_hour
@@ -189,6 +200,9 @@ class CountKeeper:
             cells[partition.state].append(live)
             if expired is not None:
                 cells["expired"].append(expired)
+        for partition, live, expired in self._group_cells(queue, now_ms):
+            cells[partition.state].append(live)
+            cells["expired"].append(expired)
         summed = {state: _sum(found) for state, found in cells.items()}
         return BoardDepth(queue=queue, **summed)
 
@@ -218,6 +232,44 @@ class CountKeeper:
                     Cell(full.total - full.live, exact=False, age_s=age) if split else None)
         return (Cell(bounded.live, exact=False, lower_bound=True),
                 Cell(bounded.total - bounded.live, exact=False, lower_bound=True) if split else None)
+
+    def _group_cells(self, queue: str, now_ms: int) -> list[tuple[DepthPartition, Cell, Cell]]:
+        """The groups' partitions (see the module's docstring): counted within the request's budget, else their last
+        count marked with its age, else unknown (a lower bound)."""
+        now = self._clock()
+        with self._lock:
+            ring = self._rings.get(queue)
+        if ring is None or now - ring[2] >= self.fresh_s:
+            partitions, complete = self._store.group_partitions(queue, self.ring_cap)
+            ring = (partitions, complete, now)
+            with self._lock:
+                self._rings[queue] = ring
+        partitions, complete, _ = ring
+        with self._lock:
+            known = {p.key: self._known.setdefault(p.key, _Known()) for p in partitions}
+        budget = self.group_budget
+        found = []
+        for partition in sorted(partitions, key=lambda p: known[p.key].bounded_at if known[p.key].bounded else -1.0):
+            entry = known[partition.key]
+            bounded, at = entry.bounded, entry.bounded_at
+            due = bounded is None or now - at >= (self.fresh_s if bounded.complete else self.recheck_s)
+            if due and budget > 0:
+                budget -= 1
+                bounded, at = self._store.count_partition(partition, now_ms, self.cap), now
+                with self._lock:
+                    entry.bounded, entry.bounded_at = bounded, at
+            if bounded is None:
+                unknown = Cell(0, exact=False, lower_bound=True)
+                found.append((partition, unknown, unknown))
+                continue
+            exact, lower = not due or at == now, not bounded.complete
+            age = 0.0 if exact else max(0.0, now - at)
+            found.append((partition, Cell(bounded.live, exact and not lower, lower, age),
+                          Cell(bounded.total - bounded.live, exact and not lower, lower, age)))
+        if not complete:  # the ring held more groups than one read takes: some partitions were not seen at all
+            missed = Cell(0, exact=False, lower_bound=True)
+            found.append((DepthPartition(queue, "ready", "ReadyIndex", f"{queue}#ring-cap"), missed, missed))
+        return found
 
     def _full_interval(self, full: PartitionCount) -> float:
         return max(self.full_min_s, full.total / self.full_entries_per_hour * 3600)
@@ -284,6 +336,7 @@ class CountKeeper:
         with self._lock:
             for known in self._known.values():
                 known.bounded = None
+            self._rings.clear()
 
 
 def _sum(cells: list[Cell]) -> Cell:
@@ -291,59 +344,3 @@ def _sum(cells: list[Cell]) -> Cell:
     for cell in cells:
         total = total + cell
     return total
-
-
-class BackgroundValue(Generic[T]):
-    """A value read by ``read`` in a background thread at most every ``every_s`` seconds, once a request has asked
-    for it; requests get the last value read and its age (None before the first read has ended)."""
-
-    def __init__(self, read: Callable[[], T], every_s: float, name: str,
-                 clock: Callable[[], float] = time.monotonic, background: bool = True) -> None:
-        self._read, self.every_s, self._name, self._clock = read, every_s, name, clock
-        self._lock = threading.Condition()
-        self._value: T | None = None
-        self._error: str | None = None
-        self._at: float | None = None
-        self._running = False
-        self._background = background
-
-    def get(self) -> tuple[T | None, float | None, str | None]:
-        """(the value, its age in seconds, the last read's error), and a read started in the background when due."""
-        now = self._clock()
-        with self._lock:
-            due = self._at is None or now - self._at >= self.every_s
-            if due and not self._running:
-                self._running = True
-                if self._background:
-                    threading.Thread(target=self._refresh, name=f"taskq-board-{self._name}", daemon=True).start()
-                else:
-                    self._lock.release()
-                    try:
-                        self._refresh()
-                    finally:
-                        self._lock.acquire()
-            age = None if self._at is None else max(0.0, self._clock() - self._at)
-            return self._value, age, self._error
-
-    def _refresh(self) -> None:
-        try:
-            value, error = self._read(), None
-        except Exception as exc:  # noqa: BLE001 - shown on the page; the next due refresh tries again
-            value, error = None, str(exc)
-        with self._lock:
-            if error is None:
-                self._value = value
-            self._error = error
-            self._at = self._clock()
-            self._running = False
-            self._lock.notify_all()
-
-    def settle(self, timeout: float = 60.0) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while self._running:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._lock.wait(left)
-        return True

@@ -19,6 +19,7 @@ from taskq.board.metrics import QueueSeries
 from taskq.board.services import Board
 from taskq.failed_events import FailedEvent, parse, receive_all
 from taskqueue.core.errors import InvalidAgentInput, TaskNotFound
+from taskqueue.core.fairness import DEFAULT_GROUP
 from taskqueue.core.model import Task
 from taskqueue.core.states import TaskStatus
 from taskqueue.matching import rules as matching
@@ -63,6 +64,29 @@ def queue_rows(board: Board, now_ms: int) -> list[QueueRow]:
     return rows
 
 
+# ---- groups (fair share) ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueGroups:
+    """A queue's groups as the groups page shows them: ``view`` (a ``taskqueue.store.GroupsView``, None before the
+    first background read has ended), its age and the last read's error."""
+
+    queue: str
+    view: object | None
+    age_s: float | None
+    error: str | None
+
+
+def queue_groups(board: Board) -> list[QueueGroups]:
+    """Every queue's groups view, as read in the background (``Board.groups_of``): no group is read in a request."""
+    found = []
+    for queue in board.queues:
+        view, age, error = board.groups_of(queue).get()
+        found.append(QueueGroups(queue, view, age, error))
+    return found
+
+
 # ---- tasks ------------------------------------------------------------------------------------------------------
 
 
@@ -75,13 +99,21 @@ class TaskFilter:
     state: str | None = None
     priority: int | None = None
     error: str = ""
+    group: str | None = None  # fair share's group: PENDING reads the group's own partitions, other states filter
+
+    @property
+    def by_group_index(self) -> bool:
+        """A group's waiting tasks are listed from its own partitions (no filtering needed)."""
+        return self.group is not None and self.state in (None, TaskStatus.PENDING.value)
 
     @property
     def filtering(self) -> bool:
-        return self.priority is not None or bool(self.error)
+        return self.priority is not None or bool(self.error) or (self.group is not None and not self.by_group_index)
 
     def keeps(self, task: Task) -> bool:
         if self.priority is not None and task.priority != self.priority:
+            return False
+        if self.group is not None and (task.group or DEFAULT_GROUP) != self.group:
             return False
         return not self.error or self.error.casefold() in (task.last_error or "").casefold()
 
@@ -106,7 +138,8 @@ def list_tasks(board: Board, wanted: TaskFilter, limit: int, token: str | None) 
     if wanted.state in NOT_INDEXED:
         return Listing([], None, 0)  # the page says why, and what lists them
     while True:
-        page = board.store.list_tasks(wanted.queue, wanted.state, limit, token)
+        page = board.store.list_tasks(wanted.queue, wanted.state, limit, token,
+                                      group=wanted.group if wanted.by_group_index else None)
         examined += len(page.tasks)
         found += [t for t in page.tasks if wanted.keeps(t)]
         token = page.next_token
@@ -121,7 +154,8 @@ def filtered_ids(board: Board, wanted: TaskFilter) -> Iterator[str]:
     if wanted.state in NOT_INDEXED:
         return
     while examined < FILTER_BUDGET:
-        page = board.store.list_tasks(wanted.queue, wanted.state, 100, token)
+        page = board.store.list_tasks(wanted.queue, wanted.state, 100, token,
+                                      group=wanted.group if wanted.by_group_index else None)
         examined += len(page.tasks)
         yield from (t.task_id for t in page.tasks if wanted.keeps(t))
         token = page.next_token

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from taskq.board.counting import BackgroundValue, CountKeeper, ReadMeter
+from taskq.board.background import BackgroundValue
+from taskq.board.counting import CountKeeper, ReadMeter
 from taskq.board.metrics import CachedMetrics, CloudWatchMetrics, EmfLogMetrics, MetricsSource
 from taskq.connection import Target
 from taskq.failed_events import FailedEventsTarget
@@ -19,6 +20,9 @@ from taskqueue.matching.agents import AgentStore
 
 # The agent table is scanned (the matching page) in the background, at most this often.
 AGENTS_EVERY_S = 30.0
+# The groups page's view of a queue (taskqueue.store.group_views: about a read unit per group and shard) is read in
+# the background, at most this often, once a page has asked for it.
+GROUPS_EVERY_S = 15.0
 
 # The local stack writes every function's output here, beside its stack file (local/engine/stack.py FUNCTION_LOG; a test
 # checks the two names agree).
@@ -39,6 +43,9 @@ class Board:
     counts: CountKeeper = field(default=None)  # type: ignore[assignment] - made in __post_init__ when not given
     meter: ReadMeter = field(default_factory=ReadMeter)
     agents_seen: BackgroundValue[Any] | None = None
+    groups_every_s: float = GROUPS_EVERY_S
+    groups_background: bool = True
+    groups_seen: dict[str, BackgroundValue[Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Every DynamoDB read of the board is metered; the counts and the agent table's scan are shared by every
@@ -50,6 +57,13 @@ class Board:
                 self.agents_seen = BackgroundValue(self.agents.agents, AGENTS_EVERY_S, "agents")
         if self.counts is None:
             self.counts = CountKeeper(self.target.store, self.target.clock.now_ms)
+
+    def groups_of(self, queue: str) -> BackgroundValue[Any]:
+        """The queue's groups view (``TaskStore.group_views``), read in the background and shared by every tab."""
+        if queue not in self.groups_seen:
+            self.groups_seen[queue] = BackgroundValue(lambda: self.store.group_views(queue), self.groups_every_s,
+                                                      f"groups-{queue}", background=self.groups_background)
+        return self.groups_seen[queue]
 
     @property
     def store(self):  # noqa: ANN201 - TaskStore; property kept untyped to avoid importing the store only for it

@@ -8,6 +8,7 @@ from flask.typing import ResponseReturnValue
 from taskq.board import charts, reads
 from taskq.board.services import Board
 from taskqueue.core.errors import InvalidTaskInput
+from taskqueue.core.fairness import DEFAULT_GROUP, validate_group
 from taskqueue.core.states import TaskStatus
 
 pages = Blueprint("pages", __name__)
@@ -81,7 +82,10 @@ def task_filter() -> reads.TaskFilter:
         if not raw_priority.isdigit():
             raise InvalidTaskInput(f"priority must be a whole number from 0 to 999, got {raw_priority!r}")
         priority = int(raw_priority)
-    return reads.TaskFilter(queue, state, priority, (request.args.get("error") or "").strip())
+    group = (request.args.get("group") or "").strip() or None
+    if group is not None and group != DEFAULT_GROUP:
+        validate_group(group)
+    return reads.TaskFilter(queue, state, priority, (request.args.get("error") or "").strip(), group)
 
 
 @pages.get("/tasks")
@@ -136,6 +140,23 @@ def matching() -> ResponseReturnValue:
 @pages.get("/fragments/matching")
 def matching_fragment() -> ResponseReturnValue:
     return render_template("_matching.html", **_matching_context())
+
+
+def _groups_context() -> dict[str, object]:
+    from taskq.group_commands import limit_texts, waiting_text
+
+    return {"queue_groups": reads.queue_groups(board()), "now_ms": _now_ms(), "limit_texts": limit_texts,
+            "waiting_text": waiting_text, "default_group": DEFAULT_GROUP}
+
+
+@pages.get("/groups")
+def groups() -> ResponseReturnValue:
+    return render_template("groups.html", **_groups_context())
+
+
+@pages.get("/fragments/groups")
+def groups_fragment() -> ResponseReturnValue:
+    return render_template("_groups.html", **_groups_context())
 
 
 @pages.get("/failed-events")

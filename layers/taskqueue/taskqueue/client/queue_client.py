@@ -6,6 +6,7 @@ and last error, wait for it to finish, cancel it, and look after the dead letter
 
     queue = TaskQueueClient.connect(stack_name="taskqueue")  # or table_name="...", or nothing: the running `make up`
     task_id = queue.enqueue({"order": 42}, task_id="order-42", priority=5, run_seconds=120)
+    queue.enqueue({"order": 43}, group="customer-17")         # fair share between customers (client/groups.py)
     task = queue.wait(task_id, timeout=900)                   # raises WaitTimedOut if it is not done by then
     print(task.status, task.result, task.last_error)
 
@@ -50,6 +51,7 @@ from botocore.config import Config
 
 from taskqueue.client import discovery
 from taskqueue.client.create import CreateSummary, create_tasks
+from taskqueue.client.groups import GroupControls
 from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import ConfigError, TaskQueueError, WaitTimedOut, WakeUpFailed
 from taskqueue.core.model import Task, parse_create_request
@@ -95,8 +97,8 @@ class Enqueued(str):
         return f"Enqueued({str(self)!r}, queue={self.queue!r}, created={self.created}, wakeup={self.wakeup!r})"
 
 
-class TaskQueueClient:
-    """A producer's handle on the queues of one stack. ``services``: the queue table, the wake-up topic and the clock
+class TaskQueueClient(GroupControls):
+    """A producer's handle on the queues of one stack (a group's limits and pause: ``taskqueue.client.groups``). ``services``: the queue table, the wake-up topic and the clock
     (tests hand in fakes: a FakeClock makes ``wait`` instant). ``strict``: raise ``WakeUpFailed`` when an enqueue's
     wake-up fails instead of logging a warning (once per cause); each call may say otherwise."""
 
@@ -200,15 +202,17 @@ class TaskQueueClient:
         ttl_seconds: int | None = None,
         max_attempts: int | None = None,
         run_seconds: int | None = None,
+        group: str | None = None,
         strict: bool | None = None,
     ) -> Enqueued:
         """One task; its id, as an ``Enqueued`` (a ``str``) whose ``wakeup`` says what the wake-up did. With
         ``task_id`` the enqueue is idempotent: the same id again creates nothing new (a retry after a timeout is
         safe). Unset options take CreateTasks' defaults (DEFAULT_TTL_SECONDS, ...). ``strict`` (default: the
-        client's): raise ``WakeUpFailed`` if the wake-up failed (the task is written all the same)."""
+        client's): raise ``WakeUpFailed`` if the wake-up failed (the task is written all the same). ``group``: the
+        task's fair-share group (a tenant, a customer: ``taskqueue.client.groups``); None: the default group."""
         summary = self.enqueue_many(payload, queue=queue, task_ids=[task_id] if task_id is not None else None,
                                     priority=priority, delay_seconds=delay_seconds, ttl_seconds=ttl_seconds,
-                                    max_attempts=max_attempts, run_seconds=run_seconds, strict=strict)
+                                    max_attempts=max_attempts, run_seconds=run_seconds, group=group, strict=strict)
         return Enqueued(summary.task_ids[0], queue=summary.queue, created=summary.created == 1,
                         wakeup=_as_wakeup(summary.wakeup))
 
@@ -224,6 +228,7 @@ class TaskQueueClient:
         ttl_seconds: int | None = None,
         max_attempts: int | None = None,
         run_seconds: int | None = None,
+        group: str | None = None,
         strict: bool | None = None,
     ) -> CreateSummary:
         """``count`` tasks (or one per id of ``task_ids``, idempotent) with the same payload and options; one wake-up
@@ -231,7 +236,7 @@ class TaskQueueClient:
         fields = {"queue": queue, "payload": dict(payload) if payload is not None else None, "count": count,
                   "taskIds": list(task_ids) if task_ids is not None else None, "priority": priority,
                   "delaySeconds": delay_seconds, "ttlSeconds": ttl_seconds, "maxAttempts": max_attempts,
-                  "runSeconds": run_seconds}
+                  "runSeconds": run_seconds, "group": group}
         return self.create({name: value for name, value in fields.items() if value is not None}, strict=strict)
 
     def _report(self, wakeup: str, queue: str, task_ids: tuple[str, ...], strict: bool | None) -> None:

@@ -5,7 +5,8 @@ One concern per module: ``table`` (request plumbing, batched reads and writes, c
 workers do with it: claim, renew, finish, release, recover), ``operator`` (cancel, reprioritize, touch,
 redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COUNT queries alone), ``control``
 (per-queue pause and the queue-wide running limit), ``matches`` (the Matcher's reads of waiting calls, the
-write that matches one, and the plan it shares with other matchers), ``groups`` (fair share's ring of groups, their settings and limits), ``handshake`` (the wake-up handshake's record,
+write that matches one, and the plan it shares with other matchers), ``groups`` (fair share's ring of groups, their settings and limits), ``group_views`` (what an operator sees of
+each group: waiting, running, oldest age, limits), ``handshake`` (the wake-up handshake's record,
 on the same control item) and ``delayed_head`` (the queue's delayed head, on it too); ``dynamo`` sends every request
 (conflict retry, error translation; the agent table's adapter uses it too). ``TaskStore`` joins them; import
 everything from ``taskqueue.store``. May import core only.
@@ -19,6 +20,7 @@ from taskqueue.store.counts import Counts, QueueDepth
 from taskqueue.store.delayed_head import DelayedHeads
 from taskqueue.store.dynamo import count_all, make_client
 from taskqueue.store.finding import FairTurn
+from taskqueue.store.group_views import GroupsView, GroupView, GroupViews
 from taskqueue.store.handshake import WakeRecords
 from taskqueue.store.matches import CallFacts, MatchPlans, MatchTransitions, PlanHead
 from taskqueue.store.operator import OperatorOperations
@@ -41,6 +43,8 @@ __all__ = [
     "STATUS_INDEX",
     "CallFacts",
     "FairTurn",
+    "GroupView",
+    "GroupsView",
     "Candidate",
     "CreateResult",
     "QueueControl",
@@ -59,7 +63,7 @@ __all__ = [
 
 
 class TaskStore(
-    WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, Counts, Reading, QueueControls, WakeRecords,
+    WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, GroupViews, Counts, Reading, QueueControls, WakeRecords,
     DelayedHeads,
 ):
     """Every operation on the queue table (see the modules of this package for each concern)."""

@@ -14,6 +14,10 @@ A COUNT query is billed for the bytes of index it passes (about 1,600 read units
 ``depth_partitions`` and ``count_partition`` let a caller that reads often (the board) count each partition on its
 own and stop at a cap (``PartitionCount.complete`` False: there are more), and decide itself when a full count is
 worth its price.
+
+Fair share's groups (``taskqueue.core.fairness``) wait in partitions of their own: ``depth`` counts those of every
+group on the ring; ``group_partitions`` names them for a caller that counts partition by partition, from a ring read
+that stops at a cap (one query per shard).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue.core import keys
+from taskqueue.core import fairness, keys
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.reading import Reading
 from taskqueue.store.table import READY_INDEX, STATUS_INDEX
@@ -60,12 +64,14 @@ class QueueDepth:
 @dataclass(frozen=True)
 class DepthPartition:
     """One index partition that ``depth`` counts: ``state`` is ``ready``, ``delayed`` (ReadyIndex, split by ttl into
-    live and expired), ``taken``, ``failure`` or ``cancelled`` (StatusIndex)."""
+    live and expired), ``taken``, ``failure`` or ``cancelled`` (StatusIndex). ``group``: the named group whose
+    partition it is (fair share); None: the default group's, or a StatusIndex partition."""
 
     queue: str
     state: str
     index: str
     key: str
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,22 @@ class Counts(Reading):
                 found.append(DepthPartition(queue, status.value.lower(), STATUS_INDEX,
                                             keys.status_key(queue, status.value, shard)))
         return found
+
+    def group_partitions(self, queue: str, cap: int = 1000) -> tuple[list[DepthPartition], bool]:
+        """The ready and delayed partitions of the groups on the ring, shard by shard, from a ring read of at most
+        ``cap`` entries per shard; ``False`` when a shard's ring held more (the list then misses some groups)."""
+        self._settings.order_of(queue)
+        found: list[DepthPartition] = []
+        complete = True
+        for shard in range(self._settings.queue_shards):
+            entries = self.ring(queue, shard, cap)
+            complete = complete and len(entries) < cap
+            for entry in entries:
+                found.append(DepthPartition(queue, "ready", READY_INDEX,
+                                            fairness.group_ready_key(queue, shard, entry.group), entry.group))
+                found.append(DepthPartition(queue, "delayed", READY_INDEX,
+                                            fairness.group_delayed_key(queue, shard, entry.group), entry.group))
+        return found, complete
 
     def count_partition(self, partition: DepthPartition, now_ms: int, cap: int | None = None) -> PartitionCount:
         """One partition's COUNT, reading at most ``cap`` entries (None: every entry). A ReadyIndex partition is
@@ -121,7 +143,8 @@ class Counts(Reading):
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
     def depth(self, queue: str, now_ms: int | None = None) -> QueueDepth:
         """``queue``'s counts by state (see ``QueueDepth``): COUNT queries only, one per index partition (and
-        more only past a megabyte of index per partition)."""
+        more only past a megabyte of index per partition), every group's partitions included (the ring read in full:
+        a command's count, not a board refresh's; the board counts by ``group_partitions``)."""
         self._settings.order_of(queue)
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         shards = range(self._settings.queue_shards)
@@ -131,6 +154,11 @@ class Counts(Reading):
             ready, expired = ready + live, expired + total - live
             live, total = self._count_before_ttl(keys.delayed_key(queue, shard), now_ms)
             delayed, expired = delayed + live, expired + total - live
+            for entry in self.whole_ring(queue, shard):  # every group that may have waiting tasks here
+                live, total = self._count_before_ttl(fairness.group_ready_key(queue, shard, entry.group), now_ms)
+                ready, expired = ready + live, expired + total - live
+                live, total = self._count_before_ttl(fairness.group_delayed_key(queue, shard, entry.group), now_ms)
+                delayed, expired = delayed + live, expired + total - live
         return QueueDepth(
             queue=queue,
             ready=ready,

@@ -9,28 +9,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue.core import keys
+from taskqueue.core import fairness, keys
 from taskqueue.core.errors import InvalidPageToken, InvalidTaskInput
 from taskqueue.core.model import MAX_TASKS_PER_REQUEST, Task, derived_task_ids
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.dynamo import count_all
+from taskqueue.store.groups import GroupRing
 from taskqueue.store.table import (
     _BATCH_GET_LIMIT,
     READY_INDEX,
     STATUS_INDEX,
-    QueueTable,
     candidate_of,
     is_claimable,
 )
 
 
-class Reading(QueueTable):
+class Reading(GroupRing):
     def list_tasks(
         self,
         queue: str | None = None,
         status: TaskStatus | str | None = None,
         limit: int = 20,
         page_token: str | None = None,
+        group: str | None = None,
     ) -> TaskPage:
         """A page of tasks; ``queue`` None = every configured queue, ``status`` None = every index-backed
         state (PENDING, TAKEN, FAILURE, CANCELLED). One (queue, state) after another, and within each:
@@ -41,7 +42,19 @@ class Reading(QueueTable):
         - SUCCESS is not indexed (finished work costs no index writes): a Scan with a filter, which reads the
           whole table page by page; tasks come in table order, each page sorted newest first.
 
-        Shards are merged. ``page_token`` is the opaque ``next_token`` of the previous page."""
+        Shards are merged. ``page_token`` is the opaque ``next_token`` of the previous page.
+
+        PENDING without ``group`` walks the default group's partitions (tasks created without a group); ``group``
+        (a group's name, or ``fairness.DEFAULT_GROUP``) lists that group's waiting tasks, from its own partitions
+        (fair share, ``taskqueue.core.fairness``). A group is listed for PENDING only: no index holds the other
+        states by group (filter their listing by ``Task.group``)."""
+        if group is not None:
+            if group != fairness.DEFAULT_GROUP:
+                fairness.validate_group(group)
+            if status is not None and str(status).upper() != TaskStatus.PENDING.value:
+                raise InvalidTaskInput(f"a listing by group covers PENDING tasks only (their group's partitions), "
+                                       f"not {str(status).upper()}: filter that listing by the tasks' group instead")
+            status = TaskStatus.PENDING
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise InvalidTaskInput(f"limit must be a whole number from 1 to 1000, got {limit!r}")
         queues = [queue] if queue is not None else sorted(self._settings.queue_orders)
@@ -65,26 +78,30 @@ class Reading(QueueTable):
             if s in (TaskStatus.SUCCESS, TaskStatus.SHED):  # not indexed
                 ids, cursor = self._scan_page(q, s, limit - len(tasks), cursor)
             else:
-                ids, cursor = self._merged_index_page(q, s, limit - len(tasks), cursor)
+                ids, cursor = self._merged_index_page(q, s, limit - len(tasks), cursor, group)
             tasks += self._get_many(ids)
             if cursor is None:
                 segment, cursor = segment + 1, None
         token = _encode_token(segment, cursor) if segment < len(segments) else None
         return TaskPage(tasks=tasks, next_token=token)
 
-    def _partitions(self, queue: str, status: TaskStatus) -> tuple[str, str, str, list[str]]:
+    def _partitions(self, queue: str, status: TaskStatus, group: str | None = None) -> tuple[str, str, str, list[str]]:
         shards = range(self._settings.queue_shards)
         if status is TaskStatus.PENDING:
-            partitions = [keys.ready_key(queue, n) for n in shards] + [keys.delayed_key(queue, n) for n in shards]
+            if group is not None and group != fairness.DEFAULT_GROUP:
+                partitions = [fairness.group_ready_key(queue, n, group) for n in shards]
+                partitions += [fairness.group_delayed_key(queue, n, group) for n in shards]
+            else:
+                partitions = [keys.ready_key(queue, n) for n in shards] + [keys.delayed_key(queue, n) for n in shards]
             return READY_INDEX, "readyKey", "readySort", partitions
         return STATUS_INDEX, "statusKey", "statusSort", [keys.status_key(queue, status.value, n) for n in shards]
 
     def _merged_index_page(
-        self, queue: str, status: TaskStatus, limit: int, cursor: Any
+        self, queue: str, status: TaskStatus, limit: int, cursor: Any, group: str | None = None
     ) -> tuple[list[str], Any]:
         """Up to ``limit`` ids from every shard of a (queue, state), merged in descending sort-key order.
         The cursor is, per shard, the ExclusiveStartKey to resume from ("done" when exhausted)."""
-        index, hash_name, sort_name, partitions = self._partitions(queue, status)
+        index, hash_name, sort_name, partitions = self._partitions(queue, status, group)
         cursors: list[Any] = list(cursor) if cursor else [None] * len(partitions)
         if len(cursors) != len(partitions):
             raise InvalidPageToken("the page token is from a different shard count; start the listing again")
@@ -123,7 +140,7 @@ class Reading(QueueTable):
             if "N" in value:
                 return int(value["N"])
             # A delayed entry lists in its queue's order (its ready sort key), not by when it falls due.
-            delayed = item[hash_name]["S"].endswith("#delayed")
+            delayed = fairness.is_delayed_partition(item[hash_name]["S"])
             return keys.parse_delayed_sort(value["S"])[1] if delayed else value["S"]
 
         tagged = (
@@ -196,7 +213,10 @@ class Reading(QueueTable):
     def stats(self, queues: Sequence[str] | None = None, include_success: bool = False, now_ms: int | None = None) -> list[QueueStats]:
         """Counts per queue and state by index queries (no table scan): PENDING by reading the ReadyIndex
         keys (the same read cost as a COUNT, and it gives the ages), TAKEN / FAILURE / CANCELLED by
-        ``Select=COUNT`` on the StatusIndex. SUCCESS only with ``include_success`` (a filtered COUNT scan)."""
+        ``Select=COUNT`` on the StatusIndex. SUCCESS only with ``include_success`` (a filtered COUNT scan).
+
+        PENDING counts every group's tasks: the default group's partitions and those of each group on the ring
+        (``whole_ring``: the groups that may have waiting tasks); ``QueueStats.groups`` is how many such groups."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         result: list[QueueStats] = []
         for queue in queues or sorted(self._settings.queue_orders):
@@ -206,6 +226,10 @@ class Reading(QueueTable):
             newest: int | None = None
             partitions = [keys.ready_key(queue, n) for n in range(self._settings.queue_shards)]
             partitions += [keys.delayed_key(queue, n) for n in range(self._settings.queue_shards)]
+            ring = [e for n in range(self._settings.queue_shards) for e in self.whole_ring(queue, n)]
+            for entry in ring:
+                partitions += [fairness.group_ready_key(queue, entry.shard, entry.group),
+                               fairness.group_delayed_key(queue, entry.shard, entry.group)]
             for partition in partitions:
                 for item in self._query_all(
                     IndexName=READY_INDEX,
@@ -241,6 +265,7 @@ class Reading(QueueTable):
                     expired=expired,
                     oldest_waiting_ms=None if oldest is None else max(0, now_ms - oldest),
                     newest_waiting_ms=None if newest is None else max(0, now_ms - newest),
+                    groups=len({e.group for e in ring}),
                 )
             )
         return result
@@ -299,7 +324,7 @@ class QueueStats:
 
     ``pending`` counts every PENDING item, of which ``claimable`` may be served now, ``delayed`` wait for
     a not-before time and ``expired`` are past their ttl (shed; DynamoDB TTL has not deleted them yet).
-    ``counts`` has no SUCCESS entry unless asked for (a filtered scan)."""
+    ``counts`` has no SUCCESS entry unless asked for (a filtered scan). Every group's waiting tasks are counted."""
 
     queue: str
     counts: dict[str, int]
@@ -308,6 +333,7 @@ class QueueStats:
     expired: int
     oldest_waiting_ms: int | None
     newest_waiting_ms: int | None
+    groups: int = 0  # named groups on the ring (fair share): groups that may have waiting tasks
 
 
 def _encode_token(segment: int, cursor: Any) -> str:
