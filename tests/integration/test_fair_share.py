@@ -286,3 +286,12 @@ def test_groups_past_a_page_of_held_back_ones_are_still_served(store, clock):
     held = frozenset(ring[: fairness.RING_PAGE + 2])  # the first page and more, all at their limits
     looked = store.candidates("work", 10, fair=FairTurn(held_back=held))
     assert {c.group for c in looked} == set(ring) - held
+
+
+def test_purging_pending_tasks_takes_every_groups_too(store, clock):
+    create(store, clock.now_ms(), 2, group="acme")
+    create(store, clock.now_ms(), 1)
+    create(store, clock.now_ms(), 1, group="later", delaySeconds=60)
+    result = store.purge("work", "PENDING")
+    assert (result.deleted, result.skipped) == (4, 0)
+    assert store.candidates("work", 10) == []

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from taskqueue.core import keys
+from taskqueue.core import fairness, keys
 from taskqueue.core.errors import ConditionFailed, InvalidTaskInput, InvalidTransition, TaskNotFound
 from taskqueue.core.model import Task, from_item
 from taskqueue.core.states import TaskStatus
@@ -232,6 +232,14 @@ class OperatorOperations(QueueTable):
         if status is TaskStatus.PENDING:
             index, hash_name = READY_INDEX, "readyKey"
             partitions = [keys.ready_key(queue, n) for n in shards] + [keys.delayed_key(queue, n) for n in shards]
+            # Every group's partitions too (fair share): the groups on each shard's ring.
+            partitions += [
+                partition
+                for n in shards
+                for entry in self.whole_ring(queue, n)  # type: ignore[attr-defined]  # GroupRing, joined in TaskStore
+                for partition in (fairness.group_ready_key(queue, n, entry.group),
+                                  fairness.group_delayed_key(queue, n, entry.group))
+            ]
         else:
             index, hash_name = STATUS_INDEX, "statusKey"
             partitions = [keys.status_key(queue, status.value, n) for n in shards]
