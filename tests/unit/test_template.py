@@ -4,9 +4,9 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from taskqueue.core import keys
 from taskqueue.core.model import MAX_TASKS_PER_REQUEST
