@@ -32,9 +32,10 @@ $(SAM_VENV)/.installed:
 # make test-dynamodb-local PYTEST_ARGS=tests/integration/test_store.py::test_a_task_is_claimed_once
 # Each run in TEST_WORKERS parallel test processes (pytest-xdist; TEST_WORKERS=1: one process, no xdist); tests
 # that must not overlap are grouped (docs/testing.md, "Writing a test that runs in parallel").
+# 4 by default: the two realtime chains take a worker each (mostly waiting on real time), two run the rest.
 # `make test-fast`: the moto run without the slow tests (end to end, fuzz, reliability), for the inner loop.
 PYTEST_ARGS ?=
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 test: venv board-assets
 	@command -v chromium >/dev/null || scripts/install-browser
