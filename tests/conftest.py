@@ -98,11 +98,12 @@ SLOW_PATHS = (
 # a few seconds): they run one at a time, all on one worker (the xdist group "realtime"), while the other workers
 # run the rest. Elsewhere a test says so with @pytest.mark.realtime.
 REALTIME_PATHS = ("tests/e2e/", "tests/integration/test_claim_lanes.py", "tests/reliability/test_sns_failures.py")
-# The realtime tests form two chains, each one test at a time on a worker of its own: the end-to-end tests (about half
-# a core each on average: they mostly wait on scaled real time), and the others (SNS failures, claim lanes, the watch's
-# lease). One chain of both took 371 s, longer than the rest of the run; two take about 220 s and 155 s side by side.
-# A realtime test under none of these paths (marked elsewhere) joins the second chain.
-REALTIME_CHAINS = {"tests/e2e/": "realtime"}
+# The realtime tests form two chains, each one test at a time on a worker of its own: most end-to-end tests (about half
+# a core each on average: they mostly wait on scaled real time), and the others (the local stack's two modules, SNS
+# failures, claim lanes, the watch's lease). One chain of all took 371 s, longer than the rest of the run; two take
+# about 185 s each side by side. The first matching prefix names the chain; a realtime test under none of them
+# (marked elsewhere) joins the second.
+REALTIME_CHAINS = {"tests/e2e/test_local_stack": "realtime-2", "tests/e2e/": "realtime"}
 SECOND_REALTIME_CHAIN = "realtime-2"
 # Modules that take tens of seconds of one worker although they are not realtime: handed out right after the realtime
 # chains, longest first (measured with --durations on 2026-11-27), so none of them starts late and runs alone at the
@@ -152,16 +153,18 @@ def _parallel_marks(items: list[pytest.Item]) -> None:
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("realtime") and not item.get_closest_marker("xdist_group"):
-            chain = next((name for entry, name in REALTIME_CHAINS.items() if path.startswith(entry)), SECOND_REALTIME_CHAIN)
-            item.add_marker(pytest.mark.xdist_group(chain))
+            item.add_marker(pytest.mark.xdist_group(_realtime_chain(path)))
     items.sort(key=_hand_out_order)
 
 
+def _realtime_chain(path: str) -> str:
+    return next((name for entry, name in REALTIME_CHAINS.items() if path.startswith(entry)), SECOND_REALTIME_CHAIN)
+
+
 def _hand_out_order(item: pytest.Item) -> tuple[int, int]:
-    if item.get_closest_marker("realtime"):
-        path = item.nodeid.split("::", 1)[0]
-        return 0, 0 if any(path.startswith(entry) for entry in REALTIME_CHAINS) else 1
     path = item.nodeid.split("::", 1)[0]
+    if item.get_closest_marker("realtime"):
+        return 0, 0 if _realtime_chain(path) == "realtime" else 1
     long = next((rank for rank, entry in enumerate(LONG_PATHS) if path.startswith(entry)), None)
     if long is not None:
         return 1, long
