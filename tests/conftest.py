@@ -98,6 +98,37 @@ SLOW_PATHS = (
 # a few seconds): they run one at a time, all on one worker (the xdist group "realtime"), while the other workers
 # run the rest. Elsewhere a test says so with @pytest.mark.realtime.
 REALTIME_PATHS = ("tests/e2e/", "tests/integration/test_claim_lanes.py", "tests/reliability/test_sns_failures.py")
+# The realtime tests form two chains, each one test at a time on a worker of its own: most end-to-end tests (about half
+# a core each on average: they mostly wait on scaled real time), and the others (the local stack's two modules, SNS
+# failures, claim lanes, the watch's lease). One chain of all took 371 s, longer than the rest of the run; two take
+# about 185 s each side by side. The first matching prefix names the chain; a realtime test under none of them
+# (marked elsewhere) joins the second.
+REALTIME_CHAINS = {"tests/e2e/test_local_stack": "realtime-2", "tests/e2e/": "realtime"}
+SECOND_REALTIME_CHAIN = "realtime-2"
+# Modules that take tens of seconds of one worker although they are not realtime: handed out right after the realtime
+# chains, longest first (measured with --durations on 2026-11-27), so none of them starts late and runs alone at the
+# end. Order only: it marks nothing (`make test-fast` still runs the ones not under SLOW_PATHS).
+LONG_PATHS = (
+    "tests/reliability/test_throttling.py",
+    "tests/reliability/test_concurrent_workers.py",
+    "tests/fuzz/test_fuzz_trigger.py",
+    "tests/unit/test_local_index_reads_faults.py",
+    "tests/integration/test_wakeup_race.py",
+    "tests/unit/test_local_index_reads.py",
+    "tests/board/test_browser.py",
+    "tests/build/",
+    "tests/reliability/test_matcher_conflicts.py",
+    "tests/integration/test_matcher_concurrency.py",
+    "tests/unit/test_template_rules.py",
+    "tests/fuzz/test_fuzz_workers.py",
+    "tests/fuzz/test_fuzz_create_tasks.py",
+    "tests/unit/test_template.py",
+    "tests/unit/test_local_stream_records.py",
+    "tests/integration/test_wakeup_interleavings.py",
+    "tests/reliability/test_item_size.py",
+    "tests/fuzz/test_fuzz_agent_events.py",
+    "tests/unit/test_iam_least_privilege.py",
+)
 # While a parallel run's other tests run, they yield the CPU to the realtime ones: niceness 10 for the test and what
 # it starts, back to 0 after it. Only where the process may lower its niceness again (root, as CI runs).
 # TEST_NICENESS=0 turns it off (on a machine shared with other jobs, niced workers yield to those jobs too).
@@ -109,8 +140,9 @@ MODULE_GROUPS = ("tests/board/test_browser.py", "tests/build/")
 
 
 def _parallel_marks(items: list[pytest.Item]) -> None:
-    """Marks slow and realtime tests, groups the realtime ones, and puts them first: the realtime group (one long
-    chain on one worker), then the other slow tests, then the rest (a stable sort: modules stay together)."""
+    """Marks slow and realtime tests, groups the realtime ones, and puts them first: the realtime chains (each one long
+    chain on one worker), then LONG_PATHS longest first, then the other slow tests, then the rest (a stable sort:
+    modules stay together)."""
     for item in items:
         path = item.nodeid.split("::", 1)[0]
         if path.startswith(SLOW_PATHS) and not item.get_closest_marker("slow"):
@@ -121,8 +153,22 @@ def _parallel_marks(items: list[pytest.Item]) -> None:
         if group and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(group))
         if item.get_closest_marker("realtime") and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group("realtime"))
-    items.sort(key=lambda item: 0 if item.get_closest_marker("realtime") else 1 if item.get_closest_marker("slow") else 2)
+            item.add_marker(pytest.mark.xdist_group(_realtime_chain(path)))
+    items.sort(key=_hand_out_order)
+
+
+def _realtime_chain(path: str) -> str:
+    return next((name for entry, name in REALTIME_CHAINS.items() if path.startswith(entry)), SECOND_REALTIME_CHAIN)
+
+
+def _hand_out_order(item: pytest.Item) -> tuple[int, int]:
+    path = item.nodeid.split("::", 1)[0]
+    if item.get_closest_marker("realtime"):
+        return 0, 0 if _realtime_chain(path) == "realtime" else 1
+    long = next((rank for rank, entry in enumerate(LONG_PATHS) if path.startswith(entry)), None)
+    if long is not None:
+        return 1, long
+    return (2, 0) if item.get_closest_marker("slow") else (3, 0)
 
 
 def _xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -135,6 +181,31 @@ def _xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
         names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
         if names and item.nodeid.rfind("@") <= item.nodeid.rfind("]"):
             _set_nodeid(item, f"{item.nodeid}@{'_'.join(names)}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """--dist loadgroup, handing out the work units (a module, or an xdist group) in the order the conftest sorted
+    them (``_hand_out_order``), one unit ahead at most. pytest-xdist's own would re-sort the units by their number
+    of tests (so a 2-test module of 80 s went out last and ran alone at the end) and give a worker whose unit has 2
+    tests left another unit (so a long unit waited behind another long one while a worker was free)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class InOrder(LoadGroupScheduling):
+        def schedule(self) -> None:
+            self.config.option.loadscopereorder = False
+            super().schedule()
+
+        def _reschedule(self, node: Any) -> None:
+            # The worker keeps its last test until it has more (pytest needs the next item to tear down): so a
+            # new unit goes out when one test is left, not before.
+            if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
+                return
+            super()._reschedule(node)
+
+    return InOrder(config, log)
 
 
 def _set_nodeid(item: pytest.Item, nodeid: str) -> None:
