@@ -103,12 +103,15 @@ def group_token_queue(queue: str, group: str) -> str:
 
 @dataclass(frozen=True)
 class RingEntry:
-    """(group, shard) as the ring shows it: ``paused_until_ms`` when an operator paused the group."""
+    """(group, shard) as the ring shows it: ``paused_until_ms`` when an operator paused the group; ``kept_until_s``
+    (epoch seconds): until then the entry may not leave the ring (its last activation plus the deactivation grace),
+    so a look that finds the group empty before then neither asks nor tries."""
 
     group: str
     shard: int
     sort: str
     paused_until_ms: int | None = None
+    kept_until_s: int = 0
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,8 @@ class WorkFinding(GroupRing):
         for candidate in stream:
             empty = False
             yield candidate
-        if empty and not self._has_delayed_entry(queue, entry.shard, entry.group):
+        # Within its grace (``kept_until_s``) the condition would refuse: no read of its delayed partition, no write.
+        if empty and look_ms >= entry.kept_until_s * 1000 and not self._has_delayed_entry(queue, entry.shard, entry.group):
             self.deactivate(queue, entry, look_ms)
 
     def _has_delayed_entry(self, queue: str, shard: int, group: str) -> bool:

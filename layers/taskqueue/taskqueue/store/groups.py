@@ -55,8 +55,12 @@ class GroupRing(QueueControls):
                 "update_item",
                 TableName=self._table,
                 Key=_key(fairness.ring_entry_id(queue, shard, group)),
-                UpdateExpression="SET readyKey = :ring, readySort = :sort, groupName = :group, activeAt = :now",
+                # ``ttl`` (projected into the ReadyIndex, as a task's) is the entry's own time to live on the ring:
+                # a look reads it with the entry and leaves an empty group alone until then (``deactivate``'s rule).
+                UpdateExpression="SET readyKey = :ring, readySort = :sort, groupName = :group, activeAt = :now, #ttl = :keep",
+                ExpressionAttributeNames={"#ttl": "ttl"},
                 ExpressionAttributeValues={
+                    ":keep": {"N": str(-(-(now_ms + DEACTIVATION_GRACE_MS) // 1000))},
                     ":ring": {"S": fairness.ring_key(queue, shard)},
                     ":sort": {"S": fairness.ring_sort(group)},
                     ":group": {"S": group},
@@ -116,6 +120,7 @@ class GroupRing(QueueControls):
                 shard=shard,
                 sort=item["readySort"]["S"],
                 paused_until_ms=int(item["notBefore"]["N"]) if "notBefore" in item else None,
+                kept_until_s=int(item["ttl"]["N"]) if "ttl" in item else 0,
             )
             for item in response.get("Items", [])
         ]

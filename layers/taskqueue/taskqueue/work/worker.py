@@ -240,6 +240,8 @@ class Worker:
                     # Stale entries and tasks too long for this run are passed over by the read itself, so the look
                     # reads what it can claim and no more (one request when the index holds it).
                     wanted = max(self._settings.page_size, control.window(self._capacity))
+                    if fair.groups:  # a fair look reads one query per group: ask for what the free slots can take
+                        wanted = min(wanted, 2 * free + 1)
                     candidates, met_stale = delayed.look(
                         wanted, look_started_ms, skip=stale | self._time.found_too_long,
                         fair=fair.turn(),
