@@ -81,7 +81,6 @@ def _create(queue_side: Any, group: str, count: int, ttl: int, grouped: bool) ->
 
 def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None) -> dict[str, Any]:
     from bench.lifo_runs import ProductLifo, handlers
-    from taskqueue.work import worker as worker_module
     from taskqueue.work.runner import FakeLegacySystem
     from tests.support import create_queue_table
 
