@@ -48,6 +48,9 @@ from local.reports import tenants_report as figures  # noqa: E402
 SCENARIO = ROOT / "local" / "scenarios" / "tenants.json"
 QUEUE = "work"
 PY = sys.executable
+# The scenario runs: real time, then the platform's clock 2x slower than the emulator's (its request latency on this
+# loaded 2-core machine, tens to hundreds of ms, weighs half as much against the runner's 1 s tasks).
+SCALES = (1.0, 2.0)
 
 
 def scenario() -> dict[str, Any]:
@@ -79,7 +82,10 @@ def _create(queue_side: Any, group: str, count: int, ttl: int, grouped: bool) ->
 # ---- run: the scenario, with groups or without ---------------------------------------------------------------------
 
 
-def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None) -> dict[str, Any]:
+def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None, scale: float = 1.0) -> dict[str, Any]:
+    """``scale``: real seconds per platform second (bench/common.py's ScaledClock). Above 1 the platform runs slower than
+    the emulator, so each request's latency on the loaded emulator weighs 1/scale as much in platform time (closer to
+    DynamoDB's milliseconds); the runner's second, the TTL and every pause of the worker keep their platform length."""
     from bench.lifo_runs import ProductLifo, handlers
     from taskqueue.work.runner import FakeLegacySystem
     from tests.support import create_queue_table
@@ -91,7 +97,7 @@ def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None) -> 
     runner_spec = s["runner"]
     capacity, task_seconds = int(runner_spec["capacity"]), float(runner_spec["duration_seconds"])
     arrivals = figures.arrivals(s, seed)
-    clock = ScaledClock(1.0)
+    clock = ScaledClock(scale)
     reader = client_for(endpoint)
     table = f"tenants-{mode}-{uuid.uuid4().hex[:8]}"
     create_queue_table(reader, table)
@@ -161,7 +167,7 @@ def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None) -> 
     result = figures.figures(records, runs, window, capacity, s["noisy"])
     totals = meter.reset()
     result["worker_requests_per_run"] = {k: round(v / max(1, len(runs)), 2) for k, v in totals.requests.items()}
-    return {"engine": "serialized moto server", "part": "run", "mode": mode, "seed": seed, "seconds": duration,
+    return {"engine": "serialized moto server", "part": "run", "mode": mode, "seed": seed, "seconds": duration, "scale": scale,
             "ttl": ttl, "invocations": invocations, "arrival_lateness_max_s": max(late, default=0.0), **result}
 
 
@@ -186,7 +192,9 @@ def units_part(endpoint: str, tasks: int) -> list[dict[str, Any]]:
     from tests.support import create_queue_table
 
     out = []
-    for label, groups in (("plain", []), ("one group", ["acme"]), ("10 groups", [f"t{i}" for i in range(10)])):
+    rows = (("plain", [], 20), ("one group", ["acme"], 20), ("10 groups", [f"t{i}" for i in range(10)], 20),
+            ("1 task per group", [f"n{i:04d}" for i in range(tasks)], 1))
+    for label, groups, per_request in rows:
         reader = client_for(endpoint)
         client = client_for(endpoint)
         meter = CostMeter(reader)
@@ -195,7 +203,6 @@ def units_part(endpoint: str, tasks: int) -> list[dict[str, Any]]:
         create_queue_table(reader, table)
         clock = ScaledClock(1.0)
         side = ProductLifo(client, table, clock, None)
-        per_request = 20
         for i in range(tasks // per_request):
             group = groups[i % len(groups)] if groups else "plain"
             _create(side, group, per_request, 3600, grouped=bool(groups))
@@ -267,11 +274,40 @@ def rate_part(endpoint: str, rate: str, workers: int, seconds: float) -> dict[st
 # ---- the scale model: 10,000 groups ----------------------------------------------------------------------------
 
 
+def _fill_groups(client: Any, table: str, settings: Any, clock: Any, count: int) -> None:
+    """``count`` groups with one waiting task each, fast: the tasks by BatchWriteItem (the store's put_tasks), and the
+    ring entries written 25 at a time with exactly the attributes ``GroupRing.note_groups`` sets one UpdateItem each
+    (a fill of 10,000 groups through CreateTasks would take a quarter of an hour on this emulator)."""
+    from taskqueue.core import fairness
+    from taskqueue.core.model import new_tasks, parse_create_request
+    from taskqueue.store import TaskStore
+
+    store = TaskStore(client, settings, clock)
+    now_ms = clock.now_ms()
+    tasks = []
+    for i in range(count):
+        request = parse_create_request({"queue": QUEUE, "count": 1, "ttlSeconds": 3600, "group": f"g{i:05d}"}, settings)
+        tasks += new_tasks(request, now_ms, settings)
+    store.put_tasks(tasks)
+    entries = [{"PutRequest": {"Item": {
+        "taskId": {"S": fairness.ring_entry_id(QUEUE, t.shard, t.group)}, "readyKey": {"S": fairness.ring_key(QUEUE, t.shard)},
+        "readySort": {"S": fairness.ring_sort(t.group)}, "groupName": {"S": t.group}, "activeAt": {"N": str(now_ms)}}}}
+        for t in tasks]
+    for start in range(0, len(entries), 25):
+        client.batch_write_item(RequestItems={table: entries[start:start + 25]})
+    store.note_groups(tasks[:1])  # one through the product: sets the queue record's hasGroups as a producer does
+
+
 def scale_part(endpoint: str, groups: int) -> dict[str, Any]:
-    """What a claim reads with ``groups`` groups waiting (one task each) beside 10 groups, and per-item units of one
-    group's tasks (for the hottest item at 1,000 tasks/s of one group)."""
+    """What a claim reads with ``groups`` groups waiting (one task each) beside 10 groups: a worker's look (10 entries,
+    from 20 cursors spread over the ring) and a whole claim (20 short worker runs: a look, a claim, the outcome,
+    with each run's start-up reads)."""
+    import random as _random
+
     from bench.lifo_runs import ProductLifo
+    from taskqueue.core import fairness
     from taskqueue.core.clock import SystemClock
+    from taskqueue.store import FairTurn
     from taskqueue.work.worker import Worker
     from tests.support import create_queue_table
 
@@ -281,45 +317,52 @@ def scale_part(endpoint: str, groups: int) -> dict[str, Any]:
         table = f"tenants-scale-{uuid.uuid4().hex[:8]}"
         create_queue_table(reader, table)
         clock = SystemClock()
-        filler = ProductLifo(reader, table, clock, None)
         started = time.monotonic()
-        for i in range(count):
-            _create(filler, f"g{i:05d}", 1, 3600, grouped=True)
+        filler = ProductLifo(reader, table, clock, None)
+        _fill_groups(reader, table, filler.settings, clock, count)
         fill_seconds = time.monotonic() - started
         client = client_for(endpoint)
         meter = CostMeter(reader)
         meter.attach(client)
         side = ProductLifo(client, table, clock, None)
+        rng = _random.Random(1)
+        looks = 20
+        for _ in range(looks):
+            cursor = fairness.ring_sort(f"g{rng.randrange(count):05d}")
+            side.store.look(QUEUE, 10, shed=False, fair=FairTurn(after={0: cursor}))
+        look_totals = meter.reset()
         claimed = 0
         for i in range(20):  # 20 claims, one per short run (a look, a claim, the outcome)
             report = Worker(side.store, lambda task: None, capacity=1, owner=f"s{i}", clock=clock).run(QUEUE, 0.05)
             claimed += report.succeeded
         totals = meter.reset()
         reads = {k: v / max(1, claimed) for k, v in totals.requests.items() if k in ("Query", "GetItem", "BatchGetItem", "Scan")}
-        out[f"groups={count}"] = {"claims": claimed, "rcu_per_claim": totals.read_units / max(1, claimed),
-                                  "wcu_per_claim": totals.write_units / max(1, claimed), "read_requests_per_claim": reads,
-                                  "requests_per_claim": totals.request_count / max(1, claimed),
-                                  "fill_seconds": round(fill_seconds, 1)}
+        out[f"groups={count}"] = {
+            "look_requests": look_totals.request_count / looks, "look_rcu": look_totals.read_units / looks,
+            "claims": claimed, "rcu_per_claim": totals.read_units / max(1, claimed),
+            "wcu_per_claim": totals.write_units / max(1, claimed), "read_requests_per_claim": reads,
+            "requests_per_claim": totals.request_count / max(1, claimed), "fill_seconds": round(fill_seconds, 1)}
     return out
 
 
-def hot_items(units_rows: list[dict[str, Any]], rate: float = 1000.0, shards: int = 1) -> dict[str, Any]:
+def hot_items(units_rows: list[dict[str, Any]], rate: float = 1000.0, shards: int = 1, label: str = "one group",
+              groups: int = 1) -> dict[str, Any]:
     """Units/s on each item or partition at ``rate`` tasks/s of one group (from the one-group units run), the hottest
     first, against DynamoDB's per-partition 1,000 WCU/s and 3,000 RCU/s. Task items are spread by their id (never hot);
     the group's ready partition is per shard, so its load divides by the shards."""
-    row = next(r for r in units_rows if r["label"] == "one group")
+    row = next(r for r in units_rows if r["label"] == label)
     loads = []
     for role, per_task in row["roles"].items():
         if "<task item>" in role:
             continue
         kind = role.split(" ", 1)[0]
-        per_shard = "#0#" in role or role.endswith("#0")
-        units = per_task * rate / (shards if per_shard else 1)
+        per_shard = bool(re.search(r"Index work#0(#|$)|#ring#0#", role))
+        units = per_task * rate / (shards if per_shard else 1) / (groups if "<group>" in role else 1)
         cap = 1000.0 if kind == "write" else 3000.0
         loads.append({"item": role, "units_per_task": round(per_task, 4), "units_per_second": round(units, 1),
                       "share_of_partition_limit": round(units / cap, 3)})
     loads.sort(key=lambda x: -x["share_of_partition_limit"])
-    return {"rate": rate, "shards": shards, "items": loads[:8]}
+    return {"rate": rate, "shards": shards, "groups": groups, "items": loads[:8]}
 
 
 # ---- everything: make bench's tenants section ------------------------------------------------------------------
@@ -345,17 +388,21 @@ def bench(quick: bool = False, out: Path | None = None) -> dict[str, Any]:
     """make bench's tenants section: groups and plain runs side by side per seed (each in its own process and emulator,
     at the same time, as the overload runs), then units, the rate check and the scale model; writes the markdown."""
     seeds = [1] if quick else [1, 2, 3]
-    seconds = "30" if quick else "60"
+    seconds = "20" if quick else "40"
     started = time.monotonic()
     load_before = _load()
-    runs: dict[str, list[dict[str, Any]]] = {"groups": [], "plain": []}
-    for seed in seeds:
-        procs = {mode: _sub(["run", "--mode", mode, "--seed", str(seed), "--seconds", seconds]) for mode in runs}
-        for mode, proc in procs.items():
-            runs[mode] += _done(proc, f"tenants run {mode} seed {seed}")
-        print(f"[tenants] seed {seed}: " + "; ".join(
-            f"{m} quiet done {r[-1]['quiet']['done_share']:.0%} p95 {r[-1]['quiet']['claim_p95_s'] or 0:.2f}s busy "
-            f"{r[-1]['busy_share']:.0%}" for m, r in runs.items()), flush=True)
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for scale in SCALES:
+        label = "real time" if scale == 1.0 else f"platform clock x{scale:g} slower"
+        runs[label] = {"groups": [], "plain": []}
+        for seed in seeds:
+            procs = {mode: _sub(["run", "--mode", mode, "--seed", str(seed), "--seconds", seconds, "--scale", str(scale)])
+                     for mode in ("groups", "plain")}
+            for mode, proc in procs.items():
+                runs[label][mode] += _done(proc, f"tenants run {mode} seed {seed} scale {scale}")
+            print(f"[tenants] {label}, seed {seed}: " + "; ".join(
+                f"{m} quiet done {r[-1]['quiet']['done_share']:.0%} p95 {r[-1]['quiet']['claim_p95_s'] or 0:.2f}s busy "
+                f"{r[-1]['busy_share']:.0%}" for m, r in runs[label].items()), flush=True)
     other = _done(_sub(["units", "--tasks", "100" if quick else "200"]), "tenants units")
     other += _done(_sub(["rate", "--seconds", "6" if quick else "12"]), "tenants rate check")
     other += _done(_sub(["scale", "--groups", "1000" if quick else "10000"]), "tenants scale model")
@@ -363,7 +410,14 @@ def bench(quick: bool = False, out: Path | None = None) -> dict[str, Any]:
               "rate": next(r for r in other if r["part"] == "rate"), "scale": next(r for r in other if r["part"] == "scale"),
               "seeds": seeds, "seconds": float(seconds), "wall_seconds": time.monotonic() - started,
               "load": (load_before, _load()), "quick": quick}
-    result["hot"] = {"one group, 1 shard": hot_items(result["units"]), "one group, 16 shards": hot_items(result["units"], shards=16)}
+    result["hot"] = {
+        "one group, 1 shard": hot_items(result["units"]),
+        "one group, 16 shards": hot_items(result["units"], shards=16),
+        "10,000 groups (0.1 task/s each, every task activating its group), 1 shard":
+            hot_items(result["units"], label="1 task per group", groups=10_000),
+        "10,000 groups (0.1 task/s each, every task activating its group), 16 shards":
+            hot_items(result["units"], shards=16, label="1 task per group", groups=10_000),
+    }
     (out or ROOT / "bench" / "results-tenants.md").write_text(markdown(result))
     (ROOT / "bench" / "results-tenants.json").write_text(json.dumps(result, indent=1, default=str))
     return result
@@ -402,13 +456,11 @@ def markdown(r: dict[str, Any]) -> str:
         f"(10x the runner's {s['runner']['capacity']} x {s['runner']['duration_seconds']:g} s), 9 quiet groups at "
         f"{min(v for k, v in rates.items() if k not in s['noisy']):g} tasks/s each (a third of a tenth of the runner); "
         f"TTL {s['ttl_seconds']} s (the overload scenario's); {r['seconds']:g} s of arrivals, then a drain until every "
-        f"task left is past its TTL; seeds {r['seeds']} (the same arrivals for both modes of a seed), real time, the "
+        f"task left is past its TTL; seeds {r['seeds']} (the same arrivals for both modes of a seed), in real time and with the platform clock 2x slower than the emulator (below), the "
         "product's ProcessTasks handler invoked back to back as tail calls do, on the serialized moto server; groups "
         "and plain runs of a seed at the same time, each in its own process and emulator. Medians of the seeds "
         "(min-max).", "",
-        "| figure | with groups | without groups (today) | target |", "|---|---|---|---|",
     ]
-    g, p = r["runs"]["groups"], r["runs"]["plain"]
     rows = [
         ("worst quiet group: share done", lambda x: x["quiet"]["worst_group_done_share"], True, ">= 95 %"),
         ("all quiet tasks: share done", lambda x: x["quiet"]["done_share"], True, ""),
@@ -418,13 +470,17 @@ def markdown(r: dict[str, Any]) -> str:
         ("noisy group: share done", lambda x: x["noisy"]["done_share"], True, ""),
         ("noisy group: share shed by TTL", lambda x: x["noisy"]["shed_share"], True, "shed"),
     ]
-    for label, get, pct, target in rows:
-        f = _pct if pct else _median
-        lines.append(f"| {label} | {f([get(x) for x in g])} | {f([get(x) for x in p])} | {target} |")
-    lines += ["", "Per group (seed 1):", "", "```", figures.table({
-        "with groups": {**g[0], "rates": rates}, "without groups": {**p[0], "rates": rates}}), "```", ""]
-    met = {k: all(x["targets"][k] for x in g) for k in g[0]["targets"]}
-    lines += ["Targets with groups, every seed: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in met.items()), ""]
+    for label, modes in r["runs"].items():
+        g, p = modes["groups"], modes["plain"]
+        lines += [f"### {label}", "", "| figure | with groups | without groups (today) | target |", "|---|---|---|---|"]
+        for name, get, pct, target in rows:
+            f = _pct if pct else _median
+            lines.append(f"| {name} | {f([get(x) for x in g])} | {f([get(x) for x in p])} | {target} |")
+        lines += ["", f"Per group ({label}, seed {g[0]['seed']}):", "", "```", figures.table({
+            "with groups": {**g[0], "rates": rates}, "without groups": {**p[0], "rates": rates}}), "```", ""]
+        met = {k: sum(1 for x in g if x["targets"][k]) for k in g[0]["targets"]}
+        lines += [f"Targets with groups ({label}), seeds meeting each of {len(g)}: "
+                  + ", ".join(f"{k} {v}/{len(g)}" for k, v in met.items()), ""]
     lines += ["## Units per task, groups beside plain", "",
               "Tasks created in requests of 20 and run to SUCCESS by one worker (instant runner), the cost meter on every "
               "request (bench/cost_meter.py: item and index writes billed per item as DynamoDB bills them).", "",
@@ -440,16 +496,17 @@ def markdown(r: dict[str, Any]) -> str:
               f"(windows over N) **{rt['violations']}**; median of the full windows {rt['median_full_window']}.", ""]
     sc = r["scale"]
     lines += ["## Scale model: 10,000 groups", "", "What a claim reads (20 claims, one per short worker run, each group "
-              "holding one waiting task):", "", "| groups on the ring | RCU/claim | read requests/claim | WCU/claim | requests/claim | fill time |",
-              "|---|---|---|---|---|---|"]
+              "holding one waiting task):", "", "| groups on the ring | a look of 10: requests | a look: RCU | RCU/claim | read requests/claim | WCU/claim | requests/claim | fill time |",
+              "|---|---|---|---|---|---|---|---|"]
     for key, v in sc.items():
         if key.startswith("groups="):
             reads = ", ".join(f"{k} {n:.1f}" for k, n in sorted(v["read_requests_per_claim"].items()))
-            lines.append(f"| {key[7:]} | {v['rcu_per_claim']:.2f} | {reads} | {v['wcu_per_claim']:.2f} | "
+            lines.append(f"| {key[7:]} | {v['look_requests']:.1f} | {v['look_rcu']:.2f} | {v['rcu_per_claim']:.2f} | {reads} | {v['wcu_per_claim']:.2f} | "
                          f"{v['requests_per_claim']:.1f} | {v['fill_seconds']} s |")
     for label, hot in r["hot"].items():
-        lines += ["", f"Hottest items at {hot['rate']:g} tasks/s of {label} (units/s from the measured units per task "
-                  "of the one-group run; a DynamoDB partition serves 1,000 WCU/s and 3,000 RCU/s):", "",
+        lines += ["", f"Hottest items at {hot['rate']:g} tasks/s, {label} (units/s from the measured units per task of "
+                  "the units run above; task items, spread by their ids, left out; a DynamoDB partition serves 1,000 WCU/s "
+                  "and 3,000 RCU/s; items per request, such as the queue's record, counted per task at requests of 20):", "",
                   "| item or index partition | units/task | units/s | share of the partition's limit |", "|---|---|---|---|"]
         for item in hot["items"]:
             lines.append(f"| {item['item']} | {item['units_per_task']} | {item['units_per_second']} | "
@@ -464,8 +521,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", choices=("groups", "plain"), default="groups")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--scale", type=float, default=1.0, help="run: real seconds per platform second")
     parser.add_argument("--tasks", type=int, default=200)
-    parser.add_argument("--rate", default="5/1")
+    parser.add_argument("--rate", default="2/1", help="rate: GROUP_RATE_LIMIT N/P")
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--groups", type=int, default=10000)
     parser.add_argument("--out", default=None)
@@ -481,7 +539,7 @@ def main(argv: list[str] | None = None) -> None:
     endpoint = emulator.start()
     try:
         if args.part == "run":
-            results = [scenario_run(endpoint, args.mode, args.seed, args.seconds)]
+            results = [scenario_run(endpoint, args.mode, args.seed, args.seconds, args.scale)]
         elif args.part == "units":
             results = units_part(endpoint, args.tasks)
         elif args.part == "rate":
