@@ -51,6 +51,9 @@ PY = sys.executable
 # The scenario runs: real time, then the platform's clock 2x slower than the emulator's (its request latency on this
 # loaded 2-core machine, tens to hundreds of ms, weighs half as much against the runner's 1 s tasks).
 SCALES = (1.0, 2.0)
+# What follows this line in bench/results-tenants.md (the local engine's demo figures, written by hand from
+# `make demo SCENARIO=tenants`) is kept when the benchmark writes the file again.
+KEPT_MARK = "<!-- kept: the local engine's demo -->"
 
 
 def scenario() -> dict[str, Any]:
@@ -418,7 +421,9 @@ def bench(quick: bool = False, out: Path | None = None) -> dict[str, Any]:
         "10,000 groups (0.1 task/s each, every task activating its group), 16 shards":
             hot_items(result["units"], shards=16, label="1 task per group", groups=10_000),
     }
-    (out or ROOT / "bench" / "results-tenants.md").write_text(markdown(result))
+    path = out or ROOT / "bench" / "results-tenants.md"
+    kept = path.read_text().partition(KEPT_MARK)[2] if path.exists() else ""
+    path.write_text(markdown(result) + (f"\n{KEPT_MARK}{kept}" if kept else ""))
     (ROOT / "bench" / "results-tenants.json").write_text(json.dumps(result, indent=1, default=str))
     return result
 
