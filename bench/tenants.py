@@ -20,6 +20,9 @@ Parts (each also a subcommand, printing JSON lines):
     .venv/bin/python bench/tenants.py                 # every part, ~6 minutes; writes bench/results-tenants.md
     .venv/bin/python bench/tenants.py --quick         # shorter runs, one seed
     .venv/bin/python bench/tenants.py run --mode groups --seed 1 --seconds 60
+    .venv/bin/python bench/tenants.py markdown        # bench/results-tenants.md again from bench/results-tenants.json
+
+Over 400 lines: its four parts share the scenario's arrivals, the emulator set-up and one markdown writer.
 """
 
 from __future__ import annotations
@@ -474,6 +477,8 @@ def markdown(r: dict[str, Any]) -> str:
         ("runner busy (share of 3 slots over the arrival window)", lambda x: x["busy_share"], True, ">= 90 %"),
         ("noisy group: share done", lambda x: x["noisy"]["done_share"], True, ""),
         ("noisy group: share shed by TTL", lambda x: x["noisy"]["shed_share"], True, "shed"),
+        ("worker's Query requests per task run", lambda x: x["worker_requests_per_run"].get("Query"), False, ""),
+        ("worker's UpdateItem requests per task run", lambda x: x["worker_requests_per_run"].get("UpdateItem"), False, ""),
     ]
     for label, modes in r["runs"].items():
         g, p = modes["groups"], modes["plain"]
@@ -519,9 +524,17 @@ def markdown(r: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rewrite(path: Path) -> None:
+    """bench/results-tenants.md again from bench/results-tenants.json (the figures of the last run), keeping the demo
+    section: ``bench/tenants.py markdown``."""
+    result = json.loads((ROOT / "bench" / "results-tenants.json").read_text())
+    kept = path.read_text().partition(KEPT_MARK)[2] if path.exists() else ""
+    path.write_text(markdown(result) + (f"\n{KEPT_MARK}{kept}" if kept else ""))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", nargs="?", default="all", choices=("all", "run", "units", "rate", "scale"))
+    parser.add_argument("part", nargs="?", default="all", choices=("all", "run", "units", "rate", "scale", "markdown"))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--mode", choices=("groups", "plain"), default="groups")
     parser.add_argument("--seed", type=int, default=1)
@@ -533,6 +546,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--groups", type=int, default=10000)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    if args.part == "markdown":
+        rewrite(Path(args.out) if args.out else ROOT / "bench" / "results-tenants.md")
+        return
     if args.part == "all":
         r = bench(args.quick, Path(args.out) if args.out else None)
         print(markdown(r))
