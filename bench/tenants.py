@@ -375,7 +375,17 @@ def hot_items(units_rows: list[dict[str, Any]], rate: float = 1000.0, shards: in
 
 
 def _lines(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    """The parts' result lines (a ``"part"`` key): the handlers' JSON log lines on stdout are not."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict) and "part" in value:
+                found.append(value)
+    return found
 
 
 def _sub(args: list[str]) -> subprocess.Popen[str]:
@@ -424,10 +434,10 @@ def bench(quick: bool = False, out: Path | None = None) -> dict[str, Any]:
         "10,000 groups (0.1 task/s each, every task activating its group), 16 shards":
             hot_items(result["units"], shards=16, label="1 task per group", groups=10_000),
     }
+    (ROOT / "bench" / "results-tenants.json").write_text(json.dumps(result, indent=1, default=str))  # first: the figures
     path = out or ROOT / "bench" / "results-tenants.md"
     kept = path.read_text().partition(KEPT_MARK)[2] if path.exists() else ""
     path.write_text(markdown(result) + (f"\n{KEPT_MARK}{kept}" if kept else ""))
-    (ROOT / "bench" / "results-tenants.json").write_text(json.dumps(result, indent=1, default=str))
     return result
 
 
