@@ -362,7 +362,7 @@ def hot_items(units_rows: list[dict[str, Any]], rate: float = 1000.0, shards: in
         if "<task item>" in role:
             continue
         kind = role.split(" ", 1)[0]
-        per_shard = bool(re.search(r"Index work#0(#|$)|#ring#0#", role))
+        per_shard = bool(re.search(r"Index work#([A-Z]+#)?0(#|$)|#ring#0#", role))
         units = per_task * rate / (shards if per_shard else 1) / (groups if "<group>" in role else 1)
         cap = 1000.0 if kind == "write" else 3000.0
         loads.append({"item": role, "units_per_task": round(per_task, 4), "units_per_second": round(units, 1),
@@ -526,7 +526,8 @@ def markdown(r: dict[str, Any]) -> str:
     for label, hot in r["hot"].items():
         lines += ["", f"Hottest items at {hot['rate']:g} tasks/s, {label} (units/s from the measured units per task of "
                   "the units run above; task items, spread by their ids, left out; a DynamoDB partition serves 1,000 WCU/s "
-                  "and 3,000 RCU/s; items per request, such as the queue's record, counted per task at requests of 20):", "",
+                  "and 3,000 RCU/s; items written once per CreateTasks request, such as the queue's record, counted per task at that "
+                  "run's request size: 20 tasks, or 1 in the one-task-per-group run):", "",
                   "| item or index partition | units/task | units/s | share of the partition's limit |", "|---|---|---|---|"]
         for item in hot["items"]:
             lines.append(f"| {item['item']} | {item['units_per_task']} | {item['units_per_second']} | "
