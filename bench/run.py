@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import pickup  # noqa: E402
+from bench import pickup, tenants  # noqa: E402
 from bench.common import ROOT, template_values  # noqa: E402
 from bench.dollars import (  # noqa: E402
     DEFAULT_UTILISATION,
@@ -237,6 +237,8 @@ def main(argv: list[str] | None = None) -> None:
     r["workers"] = {"product": p, "seed": s}
     say("4/5 Matcher: 1, 4, 8, 16 matchers; 8 with helpers taking part")
     r["matcher"] = matcher(plan)
+    say("   tenants: fair share between groups, with groups and without (bench/tenants.py -> bench/results-tenants.md)")
+    r["tenants"] = tenants.bench(plan.quick)
     say("5/5 scale and dollar models")
     r["partitions"] = {
         "product@idle": median_partitions([x for x in r["idle"]["product"] if x["rate"] == max(RATES)]),

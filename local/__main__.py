@@ -18,7 +18,7 @@ from local.engine import stack
 from local.engine.engine import REPO, Engine
 from local.faults.faults import Faults, FaultsError
 from local.reports import run_report as reports
-from local.scenarios import callcenter
+from local.scenarios import callcenter, tenants
 from local.scenarios.demo_defaults import DEMO, LOCAL_STACK
 from local.template.template import TemplateError
 
@@ -55,7 +55,7 @@ def scenario_parameters(s: dict[str, Any]) -> dict[str, Any]:
     params: dict[str, Any] = {
         **DEMO,
         "CreateTasksScheduleRate": "rate(1 minute)",
-        "CreateTasksCount": max(1, round(s["arrival_per_second"] * period)),
+        "CreateTasksCount": max(1, round(s.get("arrival_per_second", 0) * period)),
         "RunnerCapacity": runner.get("capacity", 3),
         "FakeRunnerDurationSeconds": runner.get("duration_seconds", 1),
         "FakeRunnerFailureRate": runner.get("failure_rate", 0),
@@ -84,6 +84,9 @@ def demo(args: argparse.Namespace) -> int:
     if scenario.get("kind") == "callcenter":
         return callcenter_demo(args, scenario)
     params = {**scenario_parameters(scenario), **parse_overrides(args.param_overrides)}
+    if scenario.get("kind") == "tenants":  # several arrival groups, each at its own rate (local/scenarios/tenants.py)
+        print(f"Scenario {scenario['name']!r}: {scenario.get('description', '')}")
+        return tenants.demo(args, scenario, params, print)
     # "arrivals": "poisson": one task per CreateTasks invocation at Poisson times (the scenario's rate), as a
     # user's system would send them, instead of the schedule's batch every scaled minute (the scenario turns it off).
     poisson = random.Random(scenario.get("seed", 1)) if scenario.get("arrivals") == "poisson" else None

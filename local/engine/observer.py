@@ -4,6 +4,7 @@ that met it past its ttl, PENDING -> SHED, or by DynamoDB's TTL deleting it whil
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +23,17 @@ def _s(image: dict[str, Any], name: str) -> str | None:
     return value.get("S") if value else None
 
 
+def _tenant(image: dict[str, Any]) -> str | None:
+    group = _s(image, "taskGroup")
+    if group:
+        return group
+    try:
+        tenant = json.loads(_s(image, "payload") or "{}").get("tenant")
+    except ValueError:
+        return None
+    return str(tenant) if tenant is not None else None
+
+
 @dataclass
 class Track:
     task_id: str
@@ -34,6 +46,8 @@ class Track:
     not_before_ms: int | None = None
     removed: str | None = None  # "shed", "cleaned", "deleted"
     claims: int = 0
+    tenant: str | None = None  # its group, else the tenant its payload names (the tenants scenario without groups)
+    claimed_ms: list[int] = field(default_factory=list)  # the claim time of each attempt
 
 
 @dataclass
@@ -64,6 +78,7 @@ class Observer:
             self.tasks[task_id] = Track(task_id, _s(new, "queue") or "", created, _n(new, "enqueued") or created,
                                         _n(new, "priority") or 0, _n(new, "ttl") or 0, _s(new, "taskStatus") or "PENDING",
                                         _n(new, "notBefore"))
+            self.tasks[task_id].tenant = _tenant(new)
             return
         track = self.tasks.get(task_id)
         if track is None:
@@ -75,6 +90,7 @@ class Observer:
             if before == "PENDING" and after == "TAKEN":
                 updated = _n(new, "taskUpdated") or int(now * 1000)
                 track.claims += 1
+                track.claimed_ms.append(updated)
                 self.claims.append({"t": now - self.started, "age_ms": updated - track.created_ms, "task_id": task_id,
                                     "queue": track.queue, "newer_waiting": self._newer_waiting(track, updated),
                                     "first": track.claims == 1})

@@ -72,7 +72,7 @@ def test_the_demo_and_the_local_stack_turn_on_the_schedule_and_the_concurrency_t
     for name, parameters in configurations():
         for key, value in CONCURRENCY.items():
             assert text(parameters[key]) == value, (name, key)
-        own_arrivals = "callcenter" in name or load_scenario(name.removeprefix("demo ")).get("arrivals") == "poisson" \
+        own_arrivals = "callcenter" in name or load_scenario(name.removeprefix("demo ")).get("arrivals") in ("poisson", "groups") \
             if name.startswith("demo ") else False
         expected = "DISABLED" if own_arrivals else "ENABLED"
         assert parameters.get("CreateTasksScheduleState", default_of("CreateTasksScheduleState")) == expected, name
