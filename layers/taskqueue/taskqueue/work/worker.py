@@ -46,6 +46,8 @@ logger = Logger(child=True)
 
 # While tasks run, or while a retry is not yet due, look again this often for new arrivals.
 IDLE_POLL_SECONDS = 1.0
+# A full run (every slot taken) reads its queue's record this often for new writes (to call for help).
+FULL_POLL_SECONDS = 1.5
 # After a round whose every claim was lost (another worker won, or a stale index entry), pause this long
 # (jittered) before reading the index again, instead of spinning on the same entries.
 LOST_ROUND_PAUSE_SECONDS = 0.2
@@ -201,8 +203,12 @@ class Worker:
                     # Full: the watch is still renewed on its cadence (``watch.keep`` above: it never lapses while
                     # the run lives), and a write a renewal shows either calls for help (when another worker may
                     # run) or is looked for once a slot frees (``watch.arrivals`` reports it).
-                    if watch.unseen_write() and watch.seen is not None and self._helped_for != watch.seen.seq:
-                        self._helped_for = watch.seen.seq
+                    # Between renewals (WATCH_RENEW_SECONDS) an eventually consistent read of the record every
+                    # FULL_POLL_SECONDS tells of writes too: a tenth of a renewal's price, and help comes as soon as
+                    # it did when the watch was renewed every 1.5 s.
+                    watch.peek(FULL_POLL_SECONDS)
+                    if watch.unseen_write() and self._helped_for != watch.newest_seq:
+                        self._helped_for = watch.newest_seq
                         self._help(queue, control, report)
                     wait(running, timeout=min(left, self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS),
                          return_when=FIRST_COMPLETED)
