@@ -76,6 +76,9 @@ class DesignModel:
     linger_poll_seconds: float = 0.5
     index_lag_allowance_seconds: float = 1.0
     wake_in_flight_seconds: float = 10.0
+    # Issue 29: producers skip their touch while the watcher looks at the index itself, so it stops in two steps
+    # (``stopping`` set, then a last look the index's lag allowance later, then the conditional stop).
+    two_phase_stop: bool = False
 
 
 def product_model(values: Any) -> DesignModel:
@@ -95,6 +98,7 @@ def product_model(values: Any) -> DesignModel:
         seed_loop=False,
         handshake=True,
         linger_seconds=values.worker_linger_seconds,
+        two_phase_stop=True,
     )
 
 
@@ -390,6 +394,8 @@ class _Sim:
             self.result.handshake_requests["worker watch"] += 1
             self.now_plus(req)
         linger_since: list[float | None] = [None]
+        stop_marked: list[float | None] = [None]  # when the stop's first step was written (two_phase_stop)
+        missed = [False]  # stopped at the budget without a last look: tail-call (a write may have skipped its touch)
 
         def step() -> None:
             if self.now >= deadline:
@@ -421,6 +427,14 @@ class _Sim:
             due = self.last_write + self.m.index_lag_allowance_seconds
             if self.now < due:  # the last empty look may not have seen the last write: look once more then
                 return self.at(min(due, deadline), step)
+            if self.m.two_phase_stop and stop_marked[0] is None:
+                self.result.handshake_requests["worker stopping"] += 1
+                self.now_plus(req)
+                if self.pending:  # a producer touched the record since: the first step fails, look again
+                    linger_since[0] = None
+                    return step()
+                stop_marked[0] = self.now
+                return self.at(min(self.now + self.m.index_lag_allowance_seconds, deadline), last_look)
             self.result.handshake_requests["worker stop"] += 1
             self.now_plus(req)
             if self.pending:  # a producer touched the record since: the conditional stop fails, look again
@@ -428,6 +442,17 @@ class _Sim:
                 return step()
             self.watching = False
             finish()
+
+        def last_look() -> None:
+            if self.now >= deadline:
+                return drain()
+            self.now_plus(2 * req)
+            if self.pending:  # work after the first step: clear ``stopping`` (1 request) and take it
+                self.result.handshake_requests["worker resume"] += 1
+                self.now_plus(req)
+                stop_marked[0] = linger_since[0] = None
+                return step()
+            linger()
 
         def poll() -> None:
             self.result.handshake_requests["worker poll"] += 1
@@ -440,6 +465,7 @@ class _Sim:
         def drain() -> None:
             if self.watching:
                 self.watching = False
+                missed[0] = self.m.two_phase_stop
                 self.result.handshake_requests["worker stop"] += 1
             if self.running:
                 return self.at(self.now + 0.05, drain)
@@ -447,7 +473,7 @@ class _Sim:
 
         def finish() -> None:
             self.now_plus(3 * req)
-            self.end_invocation(start, tail=bool(self.pending))
+            self.end_invocation(start, tail=bool(self.pending) or missed[0])
 
         self.now_plus(req)  # lease recovery
         step()

@@ -175,6 +175,13 @@ def build_table(r: dict[str, Any]) -> Table:
         owned = sc[f"owned@idle@{shards}"]
         t.add(f"{shards} shard{'s' if shards > 1 else ''}, runner keeping up, owned shards ({owned['workers']} workers)",
               owned["rate"], sc[f"product@idle@{shards}"]["rate"], "every worker reading every shard", 0)
+    if "owned1@idle@1" in sc:
+        t.section(f"Scale model, shards owned by claim lanes, one task per producer request (each request reads the "
+                  f"queue's record once; target {TARGET_RATE:,} tasks/s)")
+        for shards in SHARDS:
+            owned = sc[f"owned1@idle@{shards}"]
+            t.add(f"{shards} shard{'s' if shards > 1 else ''}, one-task requests ({owned['workers']} workers)",
+                  owned["rate"], TARGET_RATE, "issue 29 target", 0)
     return t
 
 

@@ -249,14 +249,15 @@ def test_a_killed_workers_running_limit_slots_come_back_within_seconds(dynamodb,
                 assert time.monotonic() < deadline, "the live worker's slots were not renewed"
                 time.sleep(0.01)
         dying.die.set()
-        died_at = clock.now_ms()
         put(store, clock)
         assert store.acquire_slots("work", "someone", 1) == []  # still held, for at most one slot lease
         clock.advance(SLOT_LEASE_SECONDS)  # its watch and its slots lapse together: a producer wakes the next worker
         report = Worker(store, lambda task: None, capacity=2, owner="next", clock=clock).run("work", 30)
         assert report.watched and report.limited == 0  # both slots free for it
         assert report.claimed == 1 and report.succeeded == 1  # the new task; the killed worker's two stay leased
-        assert report.claim_ages_ms == [clock.now_ms() - died_at] and clock.now_ms() - died_at <= SLOT_LEASE_SECONDS * 1000
+        # Created when it died: claimed within a slot lease of the death (the run itself ends later: its stop takes
+        # the index's lag allowance after it begins, issue 29).
+        assert len(report.claim_ages_ms) == 1 and report.claim_ages_ms[0] <= SLOT_LEASE_SECONDS * 1000
     finally:
         dying.release.set()
         thread.join(REAL_TIMEOUT)

@@ -61,6 +61,11 @@ class WakeRecord:
     delayed_at_ms: int = 0
     # When the queue's scheduled wake-up at its delayed head fires (taskqueue.core.wake_schedule); None: none set.
     wake_at_ms: int | None = None
+    # The watcher looks at the index itself for new work (ProcessTasks; not the Matcher, whose work is also agents):
+    # producers that find it watching, and not stopping, need not touch the record (``touch_needed``).
+    index_looks: bool = False
+    # When the watcher began to stop (its clock; None: it is not stopping): from then on producers touch the record.
+    stopping_ms: int | None = None
 
     def watched(self, now_ms: int) -> bool:
         """Does a live worker watch the queue (it will see any write before it stops)?"""
@@ -77,6 +82,17 @@ class ProducerStep(StrEnum):
     IN_FLIGHT = "in-flight"  # another wake-up is on its way
     PAUSED = "paused"  # the queue is paused: `taskq resume` wakes it
     WAKE = "wake"  # nobody will look: claim the wake-up and publish it
+
+
+def touch_needed(record: WakeRecord, now_ms: int) -> bool:
+    """Must a producer that has just written, and read ``record`` strongly consistently after its write, touch it?
+
+    Not when a live watcher that looks at the index itself watches and has not begun to stop: that watcher stops only
+    in two steps (``stopping`` set, then an empty look that begins the index's lag allowance later, then the
+    conditional stop), so a write made before a read that found no ``stopping`` is in the index by its last look.
+    Anything else (no watcher, a stopping one, a Matcher, a paused queue, a wake-up in flight): the touch decides,
+    as before (docs/wakeups.md, "Why no wake-up is lost")."""
+    return not (record.index_looks and record.stopping_ms is None and not record.paused and record.watched(now_ms))
 
 
 def producer_step(record: WakeRecord, now_ms: int) -> ProducerStep:

@@ -34,7 +34,7 @@ from taskqueue.core.run_time import InvocationTime, too_long_message
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.wake_schedule import WAIT_HORIZON_SECONDS, worth_waiting
 from taskqueue.store import Candidate, TaskStore, dynamo
-from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS, Lingering, Watch
+from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS, RECORD_POLL_SECONDS, Lingering, Watch
 from taskqueue.work.claim_control import ClaimControl
 from taskqueue.work.delayed_view import DelayedView
 from taskqueue.work.held_slots import HeldSlots
@@ -117,6 +117,7 @@ class Worker:
         self._call_for_help = call_for_help
         self._helped_at: float | None = None
         self._helped_for: int | None = None  # the record's seq for which a full run last called for help
+        self._peek_reported: set[str] = set()  # task ids the index peek reported this run (``_index_peek``)
         self._capacity = capacity
         self._owner = owner
         self._clock = clock or SystemClock()
@@ -169,10 +170,12 @@ class Worker:
             count=lambda name: self._add(report, name), released=self._released,
         )
         # Producers count on the watcher to see what they write; it lingers on an empty queue before it stops.
+        self._peek_reported.clear()
         watch = Watch(
             self._store, queue, self._owner, self._clock,
             refused=lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
             on_record=control.see_record,
+            index_peek=lambda: self._index_peek(queue),
         )
         report.watched = watch.begin()
         # Claim lanes only once another claimer is met: a helper meets the watcher at once; the watcher, alone as a
@@ -207,7 +210,10 @@ class Worker:
                     # FULL_POLL_SECONDS tells of writes too: a tenth of a renewal's price, and help comes as soon as
                     # it did when the watch was renewed every 1.5 s.
                     watch.peek(FULL_POLL_SECONDS)
-                    if watch.unseen_write() and self._helped_for != watch.newest_seq:
+                    in_index = watch.index_arrivals(FULL_POLL_SECONDS)  # a producer that skipped its touch
+                    if in_index:
+                        drained_look = None  # look once a slot frees
+                    if (watch.unseen_write() and self._helped_for != watch.newest_seq) or in_index:
                         self._helped_for = watch.newest_seq
                         self._help(queue, control, report)
                     wait(running, timeout=min(left, self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS),
@@ -225,7 +231,10 @@ class Worker:
                         done, _ = wait(running, timeout=min(left, ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         running = self._collect(running, report)
                         due_now = delayed.due_in_seconds() == 0  # a retry (this run's, say) fell due: look
-                        if due_now or watch.arrivals(ARRIVALS_POLL_SECONDS if done else 0.0):
+                        # Producers that found this watcher awake skipped their touch: the index tells of them
+                        # (every ARRIVALS_POLL_SECONDS), the record of the others (every RECORD_POLL_SECONDS).
+                        if (due_now or watch.arrivals(RECORD_POLL_SECONDS)
+                                or watch.index_arrivals(ARRIVALS_POLL_SECONDS if done else 0.0)):
                             drained_look = None
                         continue
                     look_from, drained_look = drained_look, None
@@ -266,6 +275,8 @@ class Worker:
                     self._clock.sleep(max(0.01, min(due_in, IDLE_POLL_SECONDS)))
                     continue
                 report.skipped += met_stale
+                if candidates:
+                    watch.resumed()  # work after a stop's first step: producers may skip their touch again
                 order = control.plan(candidates, self._capacity)
                 try:
                     slots = slots_held.for_claims(min(free, len(order))) if order else None
@@ -413,6 +424,15 @@ class Worker:
     def _refusal_pause(self) -> float:
         # Jittered, and short enough that the heartbeat of the tasks in flight keeps its pace.
         return min(self._heartbeat_seconds(), self._rng.uniform(0.5, 1.0) * RECORD_BACKOFF_SECONDS)
+
+    def _index_peek(self, queue: str) -> bool:
+        """Does the index show a claimable task this run has neither claimed, passed over, nor reported already? One
+        eventually consistent query of the head (per shard), no shedding. A task reported once is not reported
+        again: a look that could not take it (another worker's, too long) must not keep the watcher awake."""
+        skip = self._stale_ids() | self._time.found_too_long | self._peek_reported
+        found = {c.task_id for c in self._store.candidates(queue, 1, shed=False, delayed=False, skip=skip)}
+        self._peek_reported |= found
+        return bool(found)
 
     def _stale_ids(self) -> set[str]:
         """Ids whose index entries are taken as stale now (forgetting those whose time passed)."""
