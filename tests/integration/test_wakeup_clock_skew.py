@@ -16,7 +16,6 @@ from taskqueue.core.handshake import (
     PRODUCER_CLOCK_SKEW_SECONDS,
     WATCH_LEASE_SECONDS,
     WATCH_RENEW_SECONDS,
-    ROUND_SECONDS,
 )
 from taskqueue.wakeups.watch import STOPPED, LookAgain, Watch
 
@@ -64,8 +63,7 @@ def test_the_streams_backstop_outwaits_a_watcher_that_missed_its_renewals(servic
     dead = Watch(services.store, "work", "dead-worker", clock)
     assert dead.begin()
     assert services.store.touch_wake_record("work").watched(clock.now_ms())  # the producer trusted it
-    # No renewal since (a live watcher renews once half its lease passed, within a round): killed right after it began.
-    clock.advance(WATCH_RENEW_SECONDS + ROUND_SECONDS + 0.1)
+    clock.advance(2.5)  # no renewal since (a live watcher renews every 1.5 s): it was killed right after it began
     before = clock.monotonic()
     outcome = services.handshake.if_idle("work", "stream", outwait_lapse=True)
     assert outcome == "woken" and topics.wakeups() == ["work"]

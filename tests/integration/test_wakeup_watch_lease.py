@@ -336,22 +336,3 @@ def test_a_spare_slot_is_renewed_before_it_serves_a_claim_once_half_its_lease_pa
     assert store._token_expiries("slot", "work", 1) == {0: again.expires_ms}
     clock.advance(SLOT_LEASE_SECONDS - 0.5)  # in use: still ours, nobody may take it
     assert store.acquire_slots("work", "other", 1) == []
-
-
-def test_a_full_watcher_notices_a_write_between_renewals(dynamodb, services, topics, clock):
-    """Issue 29: the watch is renewed at half its lease (2.5 s), but a full run still notices a write within
-    FULL_POLL_SECONDS through a cheap read of the record (peek), not only through the next renewal."""
-    from taskqueue.work.worker import FULL_POLL_SECONDS
-
-    watch = Watch(services.store, "work", "full-worker", clock)
-    assert watch.begin()
-    watch.peek(FULL_POLL_SECONDS)  # the first read: nothing new
-    assert not watch.unseen_write()
-    write(services)  # a producer's task and touch
-    clock.advance(FULL_POLL_SECONDS)
-    watch.keep()  # no renewal due yet
-    assert not watch.unseen_write()
-    watch.peek(FULL_POLL_SECONDS)
-    assert watch.unseen_write() and watch.newest_seq == services.store.read_wake_record("work").seq
-    assert watch.arrivals()  # reported once, then looked for
-    assert not watch.unseen_write()

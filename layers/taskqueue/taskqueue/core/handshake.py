@@ -28,12 +28,13 @@ INDEX_LAG_ALLOWANCE_SECONDS = 1.0
 # A watcher's claim on its queue lapses this long after its last renewal: a worker that dies (Lambda kills on
 # Timeout and OOM without a word) is trusted at most this long, then the next producer wakes a new worker.
 WATCH_LEASE_SECONDS = 5.0
-# A live watcher renews its watch once half its lease has passed, whatever its runner does (idle, busy, full). The
-# run checks at each look, and looks are at most ROUND_SECONDS apart, so a refused renewal (throttling, a slow
-# request) is tried again at 1.5 s and 0.5 s left: about three attempts before the lease lapses. One UpdateItem of a
-# small item: 1,440 write units per worker-hour ($0.0009 on demand; every 1.5 s it was 2,400). Each renewal returns
-# the record, so it also tells of new writes (a full runner also reads the record, FULL_POLL_SECONDS).
-WATCH_RENEW_SECONDS = 2.5
+# A live watcher renews its watch this often, whatever its runner does (idle, busy, full): about three renewals
+# may fail (throttling, a slow request) before the lease lapses. One UpdateItem of a small item: 2,400 write
+# units per worker-hour ($0.0015 on demand). Each renewal returns the record, so it also tells of new writes.
+# Issue 29 tried half the lease (2.5 s, 40 % fewer writes): the stream's backstop can tell a dead watcher only once it
+# has missed a renewal, so a longer period leaves a write made just after a death to the next backstop for longer
+# (bench/pickup_realtime.py --busy, the killed case). Kept at 1.5 s; the running-limit slots renew at half their lease.
+WATCH_RENEW_SECONDS = 1.5
 # The longest a worker's loop goes without a look (its waits are at most a second), which bounds how late a due
 # renewal is made.
 ROUND_SECONDS = 1.0
@@ -106,9 +107,8 @@ def producer_step(record: WakeRecord, now_ms: int) -> ProducerStep:
 
 
 # A live watcher's lease never has less than this left between renewals (WATCH_LEASE_SECONDS - WATCH_RENEW_SECONDS,
-# less a round of its loop, in which the due renewal is made): a watch with less has missed a renewal (its worker
-# died, or is stalled).
-LAPSE_SUSPECTED_SECONDS = WATCH_LEASE_SECONDS - WATCH_RENEW_SECONDS - ROUND_SECONDS
+# less half a second for a slow renewal): a watch with less has missed a renewal (its worker died, or is stalled).
+LAPSE_SUSPECTED_SECONDS = WATCH_LEASE_SECONDS - WATCH_RENEW_SECONDS - 0.5
 
 
 def lapse_suspected(record: WakeRecord, now_ms: int, below_seconds: float = LAPSE_SUSPECTED_SECONDS) -> bool:

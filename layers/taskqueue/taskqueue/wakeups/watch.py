@@ -112,9 +112,6 @@ class Watch:
         # (seq, when this run first read it, on its own clock): the stop rule's bound on a skewed producer's lastWrite.
         self._seq_first_read: tuple[int, int] = (-1, 0)
         self.latest = WakeRecord()  # the newest record this run has read (any read): what it knows was written
-        # A record a full run's ``peek`` read (eventually consistent) showing a write not yet looked for, else None.
-        self._peeked: WakeRecord | None = None
-        self._peeked_at: float | None = None
 
     def begin(self) -> bool:
         """Watch the queue if no other live worker does; ``False``: this run is a helper."""
@@ -133,7 +130,7 @@ class Watch:
         return self.watching
 
     def keep(self) -> None:
-        """Renew the watch every ``renew_seconds`` (WATCH_RENEW_SECONDS: one write per 2.5 s), whatever the run
+        """Renew the watch every ``renew_seconds`` (WATCH_RENEW_SECONDS: one write per 1.5 s), whatever the run
         does; a watch whose beginning was refused is tried again at the same pace. The record a renewal returns
         tells of writes too: ``unseen_write`` and ``arrivals`` report them."""
         if self.begin_refused and not self.watching:
@@ -159,48 +156,21 @@ class Watch:
             self.seen = record
 
     def unseen_write(self) -> bool:
-        """Has a record this run read (a renewal's, a ``peek``'s) shown a write it has not looked at the index for yet?"""
-        newest = self._newest()
-        return newest is not None and newest.seq > self.latest.seq
+        """Has a record this run read (a renewal's) shown a write it has not looked at the index for yet?"""
+        return self.seen is not None and self.seen.seq > self.latest.seq
 
     @property
     def newest_seq(self) -> int:
-        """The highest ``seq`` this run has read (renewals, peeks, polls)."""
-        newest = self._newest()
-        return max(self.latest.seq, newest.seq if newest is not None else 0)
-
-    def peek(self, every_seconds: float) -> None:
-        """A full run (every slot taken) learns of writes between renewals (WATCH_RENEW_SECONDS apart) for a tenth of
-        a renewal's price: one eventually consistent read of the record at most every ``every_seconds``; a write it
-        shows is reported by ``unseen_write`` (and ``arrivals``) until looked for."""
-        if not self.watching:
-            return
-        now = self._clock.monotonic()
-        if self._peeked_at is not None and now - self._peeked_at < every_seconds:
-            return
-        self._peeked_at = now
-        try:
-            record = self._store.read_wake_record(self._queue, consistent=False)
-        except TaskQueueError as exc:  # the next renewal tells of writes as well
-            if not self._refused("looking for new writes", exc, "looking again at the next poll"):
-                raise
-            return
-        self._tell(record)
-        if record.seq > self.latest.seq and (self._peeked is None or record.seq > self._peeked.seq):
-            self._peeked = record
-
-    def _newest(self) -> WakeRecord | None:
-        candidates = [r for r in (self.seen, self._peeked) if r is not None]
-        return max(candidates, key=lambda r: r.seq) if candidates else None
+        """The highest ``seq`` this run has read (renewals, polls)."""
+        return max(self.latest.seq, self.seen.seq if self.seen is not None else 0)
 
     def arrivals(self, every_seconds: float = 0.0) -> bool:
         """Has a producer written since this run last noticed? A write a renewal showed answers at once; else one
         eventually consistent read, unless one was made less than ``every_seconds`` ago (then ``False``): a stale
         answer costs at most one more poll (the stop itself is decided by a consistent write)."""
         if self.unseen_write():
-            newest = self._newest()
-            assert newest is not None
-            self.latest = newest
+            assert self.seen is not None
+            self.latest = self.seen
             return True
         now = self._clock.monotonic()
         if every_seconds > 0 and self._read_at is not None and now - self._read_at < every_seconds:

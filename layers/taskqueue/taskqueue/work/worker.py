@@ -46,7 +46,7 @@ logger = Logger(child=True)
 
 # While tasks run, or while a retry is not yet due, look again this often for new arrivals.
 IDLE_POLL_SECONDS = 1.0
-# A full run (every slot taken) reads its queue's record this often for new writes (to call for help).
+# A full run (every slot taken) peeks at the index this often for writes that skipped their touch (to call for help).
 FULL_POLL_SECONDS = 1.5
 # After a round whose every claim was lost (another worker won, or a stale index entry), pause this long
 # (jittered) before reading the index again, instead of spinning on the same entries.
@@ -206,11 +206,9 @@ class Worker:
                     # Full: the watch is still renewed on its cadence (``watch.keep`` above: it never lapses while
                     # the run lives), and a write a renewal shows either calls for help (when another worker may
                     # run) or is looked for once a slot frees (``watch.arrivals`` reports it).
-                    # Between renewals (WATCH_RENEW_SECONDS) an eventually consistent read of the record every
-                    # FULL_POLL_SECONDS tells of writes too: a tenth of a renewal's price, and help comes as soon as
-                    # it did when the watch was renewed every 1.5 s.
-                    watch.peek(FULL_POLL_SECONDS)
-                    in_index = watch.index_arrivals(FULL_POLL_SECONDS)  # a producer that skipped its touch
+                    # A renewal's record tells of producers that touched; the index (every FULL_POLL_SECONDS) of
+                    # those that skipped their touch (issue 29).
+                    in_index = watch.index_arrivals(FULL_POLL_SECONDS)
                     if in_index:
                         drained_look = None  # look once a slot frees
                     if (watch.unseen_write() and self._helped_for != watch.newest_seq) or in_index:
