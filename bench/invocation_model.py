@@ -395,7 +395,7 @@ class _Sim:
             self.now_plus(req)
         linger_since: list[float | None] = [None]
         stop_marked: list[float | None] = [None]  # when the stop's first step was written (two_phase_stop)
-        missed = [False]  # stopped at the budget without a last look: tail-call (a write may have skipped its touch)
+        settle = [0.0]  # stopped at the budget: wait the index's lag allowance before the look for work left
 
         def step() -> None:
             if self.now >= deadline:
@@ -465,15 +465,17 @@ class _Sim:
         def drain() -> None:
             if self.watching:
                 self.watching = False
-                missed[0] = self.m.two_phase_stop
+                settle[0] = self.now + self.m.index_lag_allowance_seconds if self.m.two_phase_stop else 0.0
                 self.result.handshake_requests["worker stop"] += 1
             if self.running:
                 return self.at(self.now + 0.05, drain)
             finish()
 
         def finish() -> None:
+            if self.now < settle[0]:  # writes that skipped their touch show in the index by then
+                return self.at(settle[0], finish)
             self.now_plus(3 * req)
-            self.end_invocation(start, tail=bool(self.pending) or missed[0])
+            self.end_invocation(start, tail=bool(self.pending))
 
         self.now_plus(req)  # lease recovery
         step()

@@ -93,6 +93,7 @@ class Watch:
         self._index_peeked_at: float | None = None
         # (seq, when on this run's clock) of the first step of a stop: ``stopping`` set while ``seq`` held.
         self._stop_marked: tuple[int, int] | None = None
+        self._unwatched_ms: int | None = None  # when ``end`` stopped the watch (this run's clock)
         self._store = store
         self._queue = queue
         self._owner = owner
@@ -289,13 +290,23 @@ class Watch:
         self.watching = False
         try:
             if self._store.unwatch(self._queue, self._owner, self.seen.seq):
-                # An index-looking watcher cannot tell whether a producer wrote without a touch since its last look.
-                return self.looks_at_index or look_started_ms is None or look_started_ms < self._stop_look_due(self.seen)
+                self._unwatched_ms = self._clock.now_ms()
+                return look_started_ms is None or look_started_ms < self._stop_look_due(self.seen)
             self._store.unwatch(self._queue, self._owner, None)
         except TaskQueueError as exc:  # the watch lapses with its lease; wake the queue again to be safe
             if not self._refused("stopping the watch at the end of the run", exc, "letting it lapse and tail-calling"):
                 raise
         return True
+
+    def await_skipped_writes(self) -> None:
+        """After ``end``, before the caller looks for work left (its tail-call decision): an index-looking watcher
+        waits until the index's lag allowance has passed since its watch ended, so that look shows every write a
+        producer made without a touch while it watched (such a write came before the read that found the watch, so
+        before the watch ended)."""
+        if self.looks_at_index and self._unwatched_ms is not None:
+            left = (self._unwatched_ms + int(self._lag * 1000) - self._clock.now_ms()) / 1000
+            if left > 0:
+                self._clock.sleep(left)
 
     @property
     def lag_seconds(self) -> float:

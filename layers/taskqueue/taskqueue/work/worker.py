@@ -348,6 +348,8 @@ class Worker:
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
         # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
         if report.stopped_by not in ("paused", "limit"):
+            if not missed:
+                watch.await_skipped_writes()  # the look below must show what producers wrote without a touch
             report.work_remains = missed or self._work_left(queue, report)
         report.shed += self._store.drain_shed().get(queue, 0)
         if self._stopped is not None and report.stopped_by != "paused" and not report.work_remains:
