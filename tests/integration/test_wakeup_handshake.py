@@ -283,3 +283,19 @@ def test_a_touch_before_the_stops_first_step_makes_it_look_again(services, clock
     outcome = watch.try_stop(look_started)
     assert isinstance(outcome, LookAgain) and outcome.at_ms <= clock.now_ms() and watch.watching
     assert services.store.read_wake_record("work").stopping_ms is None
+
+
+def test_a_write_without_a_touch_before_the_budgets_end_is_found_by_the_look_for_work_left(services, dynamodb, settings, clock):
+    """At its budget a watcher stops watching without the two steps. A producer that found it watching a moment before
+    wrote without a touch; the worker's look for work left (its tail-call decision) waits until the index's lag
+    allowance has passed since the watch ended, so even an index that shows writes late shows the task then."""
+    store = LaggingIndex(dynamodb, settings, clock)
+    watch = Watch(store, "work", "worker-1", clock, index_peek=lambda: False)
+    assert watch.begin()
+    assert write(services) == "watched"  # no touch
+    assert watch.end(clock.now_ms()) is False  # nothing it knows of was missed
+    assert not store.has_claimable("work")  # the index does not show it yet
+    ended = clock.now_ms()
+    watch.await_skipped_writes()
+    assert clock.now_ms() >= ended + INDEX_LAG_ALLOWANCE_SECONDS * 1000
+    assert store.has_claimable("work")  # the look for work left finds it: the worker tail-calls
