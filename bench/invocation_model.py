@@ -76,6 +76,9 @@ class DesignModel:
     linger_poll_seconds: float = 0.5
     index_lag_allowance_seconds: float = 1.0
     wake_in_flight_seconds: float = 10.0
+    # Issue 29: producers skip their touch while the watcher looks at the index itself, so it stops in two steps
+    # (``stopping`` set, then a last look the index's lag allowance later, then the conditional stop).
+    two_phase_stop: bool = False
 
 
 def product_model(values: Any) -> DesignModel:
@@ -95,6 +98,7 @@ def product_model(values: Any) -> DesignModel:
         seed_loop=False,
         handshake=True,
         linger_seconds=values.worker_linger_seconds,
+        two_phase_stop=True,
     )
 
 
@@ -390,6 +394,8 @@ class _Sim:
             self.result.handshake_requests["worker watch"] += 1
             self.now_plus(req)
         linger_since: list[float | None] = [None]
+        stop_marked: list[float | None] = [None]  # when the stop's first step was written (two_phase_stop)
+        settle = [0.0]  # stopped at the budget: wait the index's lag allowance before the look for work left
 
         def step() -> None:
             if self.now >= deadline:
@@ -421,6 +427,14 @@ class _Sim:
             due = self.last_write + self.m.index_lag_allowance_seconds
             if self.now < due:  # the last empty look may not have seen the last write: look once more then
                 return self.at(min(due, deadline), step)
+            if self.m.two_phase_stop and stop_marked[0] is None:
+                self.result.handshake_requests["worker stopping"] += 1
+                self.now_plus(req)
+                if self.pending:  # a producer touched the record since: the first step fails, look again
+                    linger_since[0] = None
+                    return step()
+                stop_marked[0] = self.now
+                return self.at(min(self.now + self.m.index_lag_allowance_seconds, deadline), last_look)
             self.result.handshake_requests["worker stop"] += 1
             self.now_plus(req)
             if self.pending:  # a producer touched the record since: the conditional stop fails, look again
@@ -428,6 +442,17 @@ class _Sim:
                 return step()
             self.watching = False
             finish()
+
+        def last_look() -> None:
+            if self.now >= deadline:
+                return drain()
+            self.now_plus(2 * req)
+            if self.pending:  # work after the first step: clear ``stopping`` (1 request) and take it
+                self.result.handshake_requests["worker resume"] += 1
+                self.now_plus(req)
+                stop_marked[0] = linger_since[0] = None
+                return step()
+            linger()
 
         def poll() -> None:
             self.result.handshake_requests["worker poll"] += 1
@@ -440,12 +465,15 @@ class _Sim:
         def drain() -> None:
             if self.watching:
                 self.watching = False
+                settle[0] = self.now + self.m.index_lag_allowance_seconds if self.m.two_phase_stop else 0.0
                 self.result.handshake_requests["worker stop"] += 1
             if self.running:
                 return self.at(self.now + 0.05, drain)
             finish()
 
         def finish() -> None:
+            if self.now < settle[0]:  # writes that skipped their touch show in the index by then
+                return self.at(settle[0], finish)
             self.now_plus(3 * req)
             self.end_invocation(start, tail=bool(self.pending))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-RATES = (1.0, 10.0)
+RATES = (1.0, 10.0, 100.0)
 SHARDS = (1, 4, 16, 24, 32, 64)
 # The shard-ownership rows (claim lanes own shards, taskqueue.core.lanes.owned_shards) assume producers that send this many
 # tasks per CreateTasks request (each request touches the queue's record once: one item, one partition) and the
@@ -33,7 +33,7 @@ class Plan:
     def describe(self) -> list[str]:
         return [
             f"invocation model: {self.model_tasks} Poisson arrivals per run, seeds {self.model_seeds}",
-            f"units, runner keeping up: {self.idle_tasks} tasks per run at 1 and 10 tasks/s, seeds {self.seeds}",
+            f"units, runner keeping up: {self.idle_tasks} tasks per run at {', '.join(f'{r:g}' for r in RATES)} tasks/s, seeds {self.seeds}",
             f"overload: {self.overload_seconds:.0f} virtual s of arrivals at 3x the runner's capacity, TTL "
             f"{self.overload_ttl} s, clock scaled {self.scale:.4f} (15 virtual s = 1 real s), seeds {self.seeds}",
             f"matcher: {self.agents} agents, {self.calls} callers, 1/4/8/16 matchers, {self.matcher_repeat} repetitions, "

@@ -179,13 +179,14 @@ def scale_model(partitions: dict[str, dict[str, float]]) -> dict[str, Any]:
             rate, hottest = max_sustainable_rate(loads, shards)
             out[f"{design}@{regime}@{shards}"] = {"rate": rate, "hottest": hottest}
         if shardable:  # shards owned by claim lanes: each shard's reads come from its own lanes' polls
-            owned = loads_from_partitions(design_partitions, shardable=True, owned_reads=True)
-            owned.append(control_item_load(TASKS_PER_REQUEST))
-            for shards in SHARDS:
-                rate, hottest = max_sustainable_rate(owned, shards)
-                capacity, seconds = SCALE_RUNNER
-                workers = workers_needed(rate, claim_seconds=CLAIM_SECONDS, runner_capacity=capacity, runner_seconds=seconds)
-                out[f"owned@{regime}@{shards}"] = {"rate": rate, "hottest": hottest, "workers": workers}
+            for per_request, name in ((TASKS_PER_REQUEST, "owned"), (1, "owned1")):
+                owned = loads_from_partitions(design_partitions, shardable=True, owned_reads=True)
+                owned += control_item_load(per_request)
+                for shards in SHARDS:
+                    rate, hottest = max_sustainable_rate(owned, shards)
+                    capacity, seconds = SCALE_RUNNER
+                    workers = workers_needed(rate, claim_seconds=CLAIM_SECONDS, runner_capacity=capacity, runner_seconds=seconds)
+                    out[f"{name}@{regime}@{shards}"] = {"rate": rate, "hottest": hottest, "workers": workers}
     return out
 
 

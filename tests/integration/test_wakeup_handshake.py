@@ -211,3 +211,91 @@ def test_a_full_worker_wakes_another_only_when_several_may_run(dynamodb, topics,
         assert len(called) <= 6 / HELP_SECONDS + 1  # not one per claim round
     else:
         assert called == [] and report.helpers_woken == 0
+
+
+# ---- issue 29: producers skip their touch while an index-looking watcher watches --------------------------------
+
+
+def test_a_producer_reads_instead_of_touching_while_an_index_looking_watcher_watches(services, clock):
+    """A live watcher that looks at the index itself (ProcessTasks) and has not begun to stop: the producer's strongly
+    consistent read finds it, and no write of the queue's record is made (a fifth of a write's price)."""
+    watch = Watch(services.store, "work", "worker-1", clock, index_peek=lambda: False)
+    assert watch.begin()
+    seq = services.store.read_wake_record("work").seq
+    assert write(services) == "watched"
+    assert services.store.read_wake_record("work").seq == seq  # read, not touched
+    matcher_like = Watch(services.store, "calls", "matcher-1", clock)  # the Matcher: its work is agents too
+    assert matcher_like.begin()
+    seq = services.store.read_wake_record("calls").seq
+    assert write(services, "calls") == "watched"
+    assert services.store.read_wake_record("calls").seq == seq + 1  # touched, as always
+
+
+def test_a_write_without_a_touch_keeps_the_watcher_from_stopping_until_the_index_shows_it(services, dynamodb, settings, clock):
+    """The lost wake-up the skipped touch could cause: the watcher's last empty look began before the write, nothing
+    moved ``seq``, and its one-step stop would succeed with the task unseen. The stop now begins by setting
+    ``stopping`` and counts only a look that begins the index's lag allowance after that, which shows the task even
+    on an index that shows writes late."""
+    store = LaggingIndex(dynamodb, settings, clock)
+    watch = Watch(store, "work", "worker-1", clock, index_peek=lambda: False)
+    assert watch.begin()
+    look_started = clock.now_ms()  # an empty look
+    clock.advance(INDEX_LAG_ALLOWANCE_SECONDS + 0.1)  # late enough for every write the record tells of
+    assert write(services) == "watched"  # no touch
+    written_ms = clock.now_ms()
+    outcome = watch.try_stop(look_started)
+    assert isinstance(outcome, LookAgain) and outcome.at_ms >= written_ms + INDEX_LAG_ALLOWANCE_SECONDS * 1000
+    assert services.store.read_wake_record("work").stopping_ms is not None and watch.watching
+    clock.advance((outcome.at_ms - clock.now_ms()) / 1000)
+    shown, _ = store.look("work", 10, clock.now_ms())
+    assert len(shown) == 1  # the look that may count sees it: the worker claims it instead of stopping
+
+
+def test_a_producer_that_finds_the_watcher_stopping_touches_and_the_stop_fails(services, clock):
+    """After the stop's first step producers touch again, so the second step's condition (``seq`` unchanged) fails
+    and the watcher looks again; once it finds work, ``stopping`` is cleared and producers skip their touch again."""
+    watch = Watch(services.store, "work", "worker-1", clock, index_peek=lambda: False)
+    assert watch.begin()
+    look_started = clock.now_ms()
+    clock.advance(INDEX_LAG_ALLOWANCE_SECONDS + 0.1)
+    first = watch.try_stop(look_started)
+    assert isinstance(first, LookAgain)
+    seq = services.store.read_wake_record("work").seq
+    assert write(services) == "watched"
+    assert services.store.read_wake_record("work").seq == seq + 1  # touched: the watcher is stopping
+    clock.advance((first.at_ms - clock.now_ms()) / 1000)
+    second = watch.try_stop(clock.now_ms())
+    assert isinstance(second, LookAgain) and watch.watching  # the write stopped the stop: look again
+    watch.resumed()  # the look found the task
+    assert services.store.read_wake_record("work").stopping_ms is None
+    seq = services.store.read_wake_record("work").seq
+    assert write(services) == "watched" and services.store.read_wake_record("work").seq == seq
+
+
+def test_a_touch_before_the_stops_first_step_makes_it_look_again(services, clock):
+    """The first step is conditional too: a producer that touched after the watcher's last read (it found no live
+    watcher a moment ago, say, or the queue paused) makes it fail, and the watcher looks again."""
+    watch = Watch(services.store, "work", "worker-1", clock, index_peek=lambda: False)
+    assert watch.begin()
+    look_started = clock.now_ms()
+    clock.advance(INDEX_LAG_ALLOWANCE_SECONDS + 0.1)
+    services.store.touch_wake_record("work")
+    outcome = watch.try_stop(look_started)
+    assert isinstance(outcome, LookAgain) and outcome.at_ms <= clock.now_ms() and watch.watching
+    assert services.store.read_wake_record("work").stopping_ms is None
+
+
+def test_a_write_without_a_touch_before_the_budgets_end_is_found_by_the_look_for_work_left(services, dynamodb, settings, clock):
+    """At its budget a watcher stops watching without the two steps. A producer that found it watching a moment before
+    wrote without a touch; the worker's look for work left (its tail-call decision) waits until the index's lag
+    allowance has passed since the watch ended, so even an index that shows writes late shows the task then."""
+    store = LaggingIndex(dynamodb, settings, clock)
+    watch = Watch(store, "work", "worker-1", clock, index_peek=lambda: False)
+    assert watch.begin()
+    assert write(services) == "watched"  # no touch
+    assert watch.end(clock.now_ms()) is False  # nothing it knows of was missed
+    assert not store.has_claimable("work")  # the index does not show it yet
+    ended = clock.now_ms()
+    watch.await_skipped_writes()
+    assert clock.now_ms() >= ended + INDEX_LAG_ALLOWANCE_SECONDS * 1000
+    assert store.has_claimable("work")  # the look for work left finds it: the worker tail-calls

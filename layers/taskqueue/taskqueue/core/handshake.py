@@ -31,7 +31,13 @@ WATCH_LEASE_SECONDS = 5.0
 # A live watcher renews its watch this often, whatever its runner does (idle, busy, full): about three renewals
 # may fail (throttling, a slow request) before the lease lapses. One UpdateItem of a small item: 2,400 write
 # units per worker-hour ($0.0015 on demand). Each renewal returns the record, so it also tells of new writes.
+# Issue 29 tried half the lease (2.5 s, 40 % fewer writes): the stream's backstop can tell a dead watcher only once it
+# has missed a renewal, so a longer period leaves a write made just after a death to the next backstop for longer
+# (bench/pickup_realtime.py --busy, the killed case). Kept at 1.5 s; the running-limit slots renew at half their lease.
 WATCH_RENEW_SECONDS = 1.5
+# The longest a worker's loop goes without a look (its waits are at most a second), which bounds how late a due
+# renewal is made.
+ROUND_SECONDS = 1.0
 # A producer's clock may be off: the client runs on any host. ``lastWrite`` and ``wakeSent`` are stamped with it,
 # so a worker trusts ``lastWrite`` only within this much (``stop_look_due_ms``); see docs/wakeups.md, "Clocks".
 PRODUCER_CLOCK_SKEW_SECONDS = 5.0
@@ -58,6 +64,11 @@ class WakeRecord:
     wake_at_ms: int | None = None
     # Set once a producer put a group on the queue's ring (taskqueue.core.fairness): until then a look reads no ring.
     has_groups: bool = False
+    # The watcher looks at the index itself for new work (ProcessTasks; not the Matcher, whose work is also agents):
+    # producers that find it watching, and not stopping, need not touch the record (``touch_needed``).
+    index_looks: bool = False
+    # When the watcher began to stop (its clock; None: it is not stopping): from then on producers touch the record.
+    stopping_ms: int | None = None
 
     def watched(self, now_ms: int) -> bool:
         """Does a live worker watch the queue (it will see any write before it stops)?"""
@@ -74,6 +85,17 @@ class ProducerStep(StrEnum):
     IN_FLIGHT = "in-flight"  # another wake-up is on its way
     PAUSED = "paused"  # the queue is paused: `taskq resume` wakes it
     WAKE = "wake"  # nobody will look: claim the wake-up and publish it
+
+
+def touch_needed(record: WakeRecord, now_ms: int) -> bool:
+    """Must a producer that has just written, and read ``record`` strongly consistently after its write, touch it?
+
+    Not when a live watcher that looks at the index itself watches and has not begun to stop: that watcher stops only
+    in two steps (``stopping`` set, then an empty look that begins the index's lag allowance later, then the
+    conditional stop), so a write made before a read that found no ``stopping`` is in the index by its last look.
+    Anything else (no watcher, a stopping one, a Matcher, a paused queue, a wake-up in flight): the touch decides,
+    as before (docs/wakeups.md, "Why no wake-up is lost")."""
+    return not (record.index_looks and record.stopping_ms is None and not record.paused and record.watched(now_ms))
 
 
 def producer_step(record: WakeRecord, now_ms: int) -> ProducerStep:

@@ -28,10 +28,11 @@ from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.table import _BATCH_GET_LIMIT, QueueTable, _key
 
 CONTROL_PREFIX = "queue#"
-# A running-limit slot's lease, and how often a live worker renews the slots it holds (about three renewals may fail
-# before one lapses): one UpdateItem per held slot per 1.5 s, 2,400 write units per slot-hour ($0.0015 on demand).
+# A running-limit slot's lease, and how often a live worker renews a slot a task uses (at half the lease; its loop
+# looks at least every second, so about three attempts may fail before one lapses): one UpdateItem per busy slot per
+# 2.5 s, 1,440 write units per slot-hour ($0.0009 on demand). A spare slot is not renewed (work/held_slots.py).
 SLOT_LEASE_SECONDS = 5.0
-SLOT_RENEW_SECONDS = 1.5
+SLOT_RENEW_SECONDS = 2.5
 
 
 @dataclass(frozen=True)

@@ -56,17 +56,38 @@ class WakeRecords(QueueTable):
         """A claimed wake-up that could not be published: let the next producer (or Trigger) send one at once."""
         return self._conditional(queue, "REMOVE #sent", "#sent = :sent", {"#sent": "wakeSent"}, {":sent": _n(sent_ms)}) is not None
 
-    def watch(self, queue: str, owner: str, until_ms: int, now_ms: int | None = None) -> WakeRecord | None:
+    def watch(
+        self, queue: str, owner: str, until_ms: int, now_ms: int | None = None, *, index_looks: bool = False
+    ) -> WakeRecord | None:
         """``owner`` watches ``queue`` until ``until_ms`` (its wake-up has arrived: ``wakeSent`` is cleared);
-        ``None`` if another live worker watches it."""
+        ``None`` if another live worker watches it. ``index_looks``: it looks at the index itself for new work, so
+        producers that find it watching (and not stopping) need not touch the record; a previous watcher's
+        ``stopping`` is cleared."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         return self._conditional(
             queue,
-            "SET #w = :me, #until = :until, #seq = if_not_exists(#seq, :zero), #last = if_not_exists(#last, :zero) "
-            "REMOVE #sent",
+            "SET #w = :me, #until = :until, #seq = if_not_exists(#seq, :zero), #last = if_not_exists(#last, :zero), "
+            "#looks = :looks REMOVE #sent, #stopping",
             "attribute_not_exists(#until) OR #until <= :now OR #w = :me",
-            {"#w": "watcher", "#until": "watchUntil", "#seq": "seq", "#last": "lastWrite", "#sent": "wakeSent"},
-            {":me": {"S": owner}, ":until": _n(until_ms), ":now": _n(now_ms), ":zero": _n(0)},
+            {"#w": "watcher", "#until": "watchUntil", "#seq": "seq", "#last": "lastWrite", "#sent": "wakeSent",
+             "#looks": "indexLooks", "#stopping": "stopping"},
+            {":me": {"S": owner}, ":until": _n(until_ms), ":now": _n(now_ms), ":zero": _n(0),
+             ":looks": {"BOOL": index_looks}},
+        )
+
+    def mark_stopping(self, queue: str, owner: str, seq: int, now_ms: int) -> WakeRecord | None:
+        """The first step of an index-looking watcher's stop: ``stopping`` = now, only if ``owner`` watches and nothing
+        was written since it saw ``seq``; from here on producers touch the record. ``None``: the condition failed."""
+        return self._conditional(
+            queue, "SET #stopping = :now", "#w = :me AND #seq = :seq",
+            {"#w": "watcher", "#seq": "seq", "#stopping": "stopping"},
+            {":me": {"S": owner}, ":seq": _n(seq), ":now": _n(now_ms)},
+        )
+
+    def clear_stopping(self, queue: str, owner: str) -> WakeRecord | None:
+        """The watcher found work after it began to stop: producers may skip their touch again."""
+        return self._conditional(
+            queue, "REMOVE #stopping", "#w = :me", {"#w": "watcher", "#stopping": "stopping"}, {":me": {"S": owner}}
         )
 
     def renew_watch(self, queue: str, owner: str, until_ms: int) -> WakeRecord | None:
@@ -86,8 +107,9 @@ class WakeRecords(QueueTable):
         written). ``False``: a producer touched the record since (or ``owner`` no longer watched)."""
         condition = "#w = :me" + (" AND #seq = :seq" if seq is not None else "")
         values = {":me": {"S": owner}} | ({":seq": _n(seq)} if seq is not None else {})
-        names = {"#w": "watcher", "#until": "watchUntil"} | ({"#seq": "seq"} if seq is not None else {})
-        return self._conditional(queue, "REMOVE #w, #until", condition, names, values) is not None
+        names = {"#w": "watcher", "#until": "watchUntil", "#looks": "indexLooks", "#stopping": "stopping"} | (
+            {"#seq": "seq"} if seq is not None else {})
+        return self._conditional(queue, "REMOVE #w, #until, #looks, #stopping", condition, names, values) is not None
 
     def _conditional(
         self, queue: str, update: str, condition: str, names: Mapping[str, str], values: Mapping[str, AttributeValue]
@@ -124,6 +146,8 @@ def wake_record_of(item: Mapping[str, Any]) -> WakeRecord:
         delayed_at_ms=number("delayedAt") or 0,
         wake_at_ms=number("wakeAt"),
         has_groups=bool(item.get("hasGroups", {}).get("BOOL", False)),
+        index_looks=bool(item.get("indexLooks", {}).get("BOOL", False)),
+        stopping_ms=number("stopping"),
     )
 
 

@@ -38,6 +38,11 @@ logger = Logger(child=True)
 # 7,200 reads, 3,600 read units per worker-hour, $0.00045 on demand).
 LINGER_POLL_SECONDS = 0.5
 ARRIVALS_POLL_SECONDS = LINGER_POLL_SECONDS
+# An index-looking watcher (ProcessTasks) peeks at the index at that pace instead (producers that find it watching
+# skip their touch, so ``seq`` does not tell of their writes; one query of a shard's head, half a read unit), and
+# reads the record this often for what else it carries (pause, the delayed head, the touches of producers that did
+# touch).
+RECORD_POLL_SECONDS = 1.5
 
 
 @dataclass(frozen=True)
@@ -73,10 +78,22 @@ class Watch:
         renew_seconds: float = WATCH_RENEW_SECONDS,
         refused: Refused = _log_passing,
         on_record: Callable[[WakeRecord], None] | None = None,
+        index_peek: Callable[[], bool] | None = None,
     ) -> None:
         """``on_record``: told every record this watch reads or writes (the worker's ClaimControl keeps the latest:
-        it carries ``paused`` and the delayed head, so the worker reads the record no more than the watch does)."""
+        it carries ``paused`` and the delayed head, so the worker reads the record no more than the watch does).
+
+        ``index_peek`` (ProcessTasks; issue 29): does the index show claimable work this run has not looked for? With
+        it the watcher looks at the index itself for new work, tells producers so (``indexLooks``: a producer that
+        finds it watching and not stopping skips its touch, ``core.handshake.touch_needed``), and stops in two steps
+        (``try_stop``). Without it (the Matcher) producers always touch and the record alone tells of new work."""
         self._on_record = on_record
+        self._index_peek = index_peek
+        self.looks_at_index = index_peek is not None
+        self._index_peeked_at: float | None = None
+        # (seq, when on this run's clock) of the first step of a stop: ``stopping`` set while ``seq`` held.
+        self._stop_marked: tuple[int, int] | None = None
+        self._unwatched_ms: int | None = None  # when ``end`` stopped the watch (this run's clock)
         self._store = store
         self._queue = queue
         self._owner = owner
@@ -101,7 +118,7 @@ class Watch:
         """Watch the queue if no other live worker does; ``False``: this run is a helper."""
         self._begin_tried = self._clock.monotonic()
         try:
-            record = self._store.watch(self._queue, self._owner, self._until())
+            record = self._store.watch(self._queue, self._owner, self._until(), index_looks=self.looks_at_index)
         except TaskQueueError as exc:
             if not self._refused("watching the queue", exc, "running as a helper, trying again"):
                 raise
@@ -143,6 +160,11 @@ class Watch:
         """Has a record this run read (a renewal's) shown a write it has not looked at the index for yet?"""
         return self.seen is not None and self.seen.seq > self.latest.seq
 
+    @property
+    def newest_seq(self) -> int:
+        """The highest ``seq`` this run has read (renewals, polls)."""
+        return max(self.latest.seq, self.seen.seq if self.seen is not None else 0)
+
     def arrivals(self, every_seconds: float = 0.0) -> bool:
         """Has a producer written since this run last noticed? A write a renewal showed answers at once; else one
         eventually consistent read, unless one was made less than ``every_seconds`` ago (then ``False``): a stale
@@ -174,6 +196,37 @@ class Watch:
             return earlier
         return False
 
+    def index_arrivals(self, every_seconds: float = 0.0) -> bool:
+        """An index-looking watcher: does the index show claimable work this run has not looked for (at most one
+        peek every ``every_seconds``)? Producers that skip their touch move no ``seq``: this is how it hears of them."""
+        if self._index_peek is None or not self.watching:
+            return False
+        now = self._clock.monotonic()
+        if every_seconds > 0 and self._index_peeked_at is not None and now - self._index_peeked_at < every_seconds:
+            return False
+        self._index_peeked_at = now
+        try:
+            return self._index_peek()
+        except TaskQueueError as exc:  # the next poll looks again; the stop's last look is a whole look
+            if not self._refused("looking at the index for new work", exc, "looking again at the next poll"):
+                raise
+            return False
+
+    def resumed(self) -> None:
+        """A look found work after the first step of a stop: clear ``stopping``, so producers skip their touch again
+        (they touch meanwhile; correct, only dearer)."""
+        if self._stop_marked is None or not self.watching:
+            return
+        self._stop_marked = None
+        try:
+            record = self._store.clear_stopping(self._queue, self._owner)
+        except TaskQueueError as exc:  # left set: producers touch until the next stop or watch clears it
+            if not self._refused("clearing the stop", exc, "leaving it; producers touch meanwhile"):
+                raise
+            return
+        if record is not None:
+            self._tell(record)
+
     def try_stop(self, look_started_ms: int) -> LookAgain | str:
         """Stop watching if the handshake allows it: the last empty look (begun at ``look_started_ms``) came late
         enough to see every write this run knows of, and nothing was written since. ``STOPPED``, or when to look
@@ -183,6 +236,24 @@ class Watch:
         due = self._stop_look_due(self.seen)
         if look_started_ms < due:
             return LookAgain(due)
+        if self.looks_at_index:
+            # Producers may have written without a touch while this watcher was not stopping: first tell them it is
+            # (``stopping``, while ``seq`` holds), then count only an empty look that began the index's lag allowance
+            # after that write. A producer that read no ``stopping`` read before it, and wrote before its read.
+            if self._stop_marked is None or self._stop_marked[0] != self.seen.seq:
+                try:
+                    marked = self._store.mark_stopping(self._queue, self._owner, self.seen.seq, self._clock.now_ms())
+                except TaskQueueError as exc:
+                    if not self._refused("beginning to stop", exc, "looking again"):
+                        raise
+                    return LookAgain(self._clock.now_ms() + int(LINGER_POLL_SECONDS * 1000))
+                if marked is None:
+                    return self._lost_stop()
+                self._tell(marked)
+                self._stop_marked = (self.seen.seq, self._clock.now_ms())
+            stop_due = self._stop_marked[1] + int(self._lag * 1000)
+            if look_started_ms < stop_due:
+                return LookAgain(stop_due)
         try:
             if self._store.unwatch(self._queue, self._owner, self.seen.seq):
                 self.watching = False
@@ -192,6 +263,19 @@ class Watch:
             if not self._refused("stopping the watch", exc, "looking again"):
                 raise
             return LookAgain(self._clock.now_ms() + int(LINGER_POLL_SECONDS * 1000))
+        return self._after_lost_stop(record)
+
+    def _lost_stop(self) -> LookAgain | str:
+        """A conditional step of the stop failed: read the record and say what to do."""
+        try:
+            record = self._store.read_wake_record(self._queue)
+        except TaskQueueError as exc:
+            if not self._refused("stopping the watch", exc, "looking again"):
+                raise
+            return LookAgain(self._clock.now_ms() + int(LINGER_POLL_SECONDS * 1000))
+        return self._after_lost_stop(record)
+
+    def _after_lost_stop(self, record: WakeRecord) -> LookAgain | str:
         if record.watcher != self._owner:  # another worker watches now (this one's lease lapsed): it looks from here on
             self.watching = False
             return STOPPED
@@ -206,12 +290,23 @@ class Watch:
         self.watching = False
         try:
             if self._store.unwatch(self._queue, self._owner, self.seen.seq):
+                self._unwatched_ms = self._clock.now_ms()
                 return look_started_ms is None or look_started_ms < self._stop_look_due(self.seen)
             self._store.unwatch(self._queue, self._owner, None)
         except TaskQueueError as exc:  # the watch lapses with its lease; wake the queue again to be safe
             if not self._refused("stopping the watch at the end of the run", exc, "letting it lapse and tail-calling"):
                 raise
         return True
+
+    def await_skipped_writes(self) -> None:
+        """After ``end``, before the caller looks for work left (its tail-call decision): an index-looking watcher
+        waits until the index's lag allowance has passed since its watch ended, so that look shows every write a
+        producer made without a touch while it watched (such a write came before the read that found the watch, so
+        before the watch ended)."""
+        if self.looks_at_index and self._unwatched_ms is not None:
+            left = (self._unwatched_ms + int(self._lag * 1000) - self._clock.now_ms()) / 1000
+            if left > 0:
+                self._clock.sleep(left)
 
     @property
     def lag_seconds(self) -> float:
@@ -267,7 +362,9 @@ class Lingering:
                 self._wait(step)
                 waited += step
                 watch.keep()
-                if watch.arrivals():
+                # An index-looking watcher peeks at the index at each poll (producers may skip their touch) and reads
+                # the record (pause, delayed head, touches) every third one.
+                if watch.arrivals(RECORD_POLL_SECONDS if watch.looks_at_index else 0.0) or watch.index_arrivals():
                     return False
             self._lingered_for = watch.latest.seq
         outcome = watch.try_stop(look_started_ms)

@@ -34,7 +34,7 @@ from taskqueue.core.run_time import InvocationTime, too_long_message
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.wake_schedule import WAIT_HORIZON_SECONDS, worth_waiting
 from taskqueue.store import Candidate, FairTurn, TaskStore, Token, dynamo
-from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS, Lingering, Watch
+from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS, RECORD_POLL_SECONDS, Lingering, Watch
 from taskqueue.work.claim_control import ClaimControl
 from taskqueue.work.delayed_view import DelayedView
 from taskqueue.work.fair_share import FairShare
@@ -47,6 +47,8 @@ logger = Logger(child=True)
 
 # While tasks run, or while a retry is not yet due, look again this often for new arrivals.
 IDLE_POLL_SECONDS = 1.0
+# A full run (every slot taken) peeks at the index this often for writes that skipped their touch (to call for help).
+FULL_POLL_SECONDS = 1.5
 # After a round whose every claim was lost (another worker won, or a stale index entry), pause this long
 # (jittered) before reading the index again, instead of spinning on the same entries.
 LOST_ROUND_PAUSE_SECONDS = 0.2
@@ -116,6 +118,7 @@ class Worker:
         self._call_for_help = call_for_help
         self._helped_at: float | None = None
         self._helped_for: int | None = None  # the record's seq for which a full run last called for help
+        self._peek_reported: set[str] = set()  # task ids the index peek reported this run (``_index_peek``)
         self._capacity = capacity
         self._owner = owner
         self._clock = clock or SystemClock()
@@ -171,10 +174,12 @@ class Worker:
             count=lambda name: self._add(report, name), released=self._released,
         )
         # Producers count on the watcher to see what they write; it lingers on an empty queue before it stops.
+        self._peek_reported.clear()
         watch = Watch(
             self._store, queue, self._owner, self._clock,
             refused=lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
             on_record=control.see_record,
+            index_peek=lambda: self._index_peek(queue),
         )
         report.watched = watch.begin()
         # Claim lanes only once another claimer is met: a helper meets the watcher at once; the watcher, alone as a
@@ -206,8 +211,13 @@ class Worker:
                     # Full: the watch is still renewed on its cadence (``watch.keep`` above: it never lapses while
                     # the run lives), and a write a renewal shows either calls for help (when another worker may
                     # run) or is looked for once a slot frees (``watch.arrivals`` reports it).
-                    if watch.unseen_write() and watch.seen is not None and self._helped_for != watch.seen.seq:
-                        self._helped_for = watch.seen.seq
+                    # A renewal's record tells of producers that touched; the index (every FULL_POLL_SECONDS) of
+                    # those that skipped their touch (issue 29).
+                    in_index = watch.index_arrivals(FULL_POLL_SECONDS)
+                    if in_index:
+                        drained_look = None  # look once a slot frees
+                    if (watch.unseen_write() and self._helped_for != watch.newest_seq) or in_index:
+                        self._helped_for = watch.newest_seq
                         self._help(queue, control, report)
                     wait(running, timeout=min(left, self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS),
                          return_when=FIRST_COMPLETED)
@@ -224,7 +234,10 @@ class Worker:
                         done, _ = wait(running, timeout=min(left, ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         running = self._collect(running, report)
                         due_now = delayed.due_in_seconds() == 0  # a retry (this run's, say) fell due: look
-                        if due_now or watch.arrivals(ARRIVALS_POLL_SECONDS if done else 0.0):
+                        # Producers that found this watcher awake skipped their touch: the index tells of them
+                        # (every ARRIVALS_POLL_SECONDS), the record of the others (every RECORD_POLL_SECONDS).
+                        if (due_now or watch.arrivals(RECORD_POLL_SECONDS)
+                                or watch.index_arrivals(ARRIVALS_POLL_SECONDS if done else 0.0)):
                             drained_look = None
                         continue
                     look_from, drained_look = drained_look, None
@@ -271,6 +284,8 @@ class Worker:
                     self._clock.sleep(max(0.01, min(due_in, IDLE_POLL_SECONDS)))
                     continue
                 report.skipped += met_stale
+                if candidates:
+                    watch.resumed()  # work after a stop's first step: producers may skip their touch again
                 order = control.plan(candidates, self._capacity)
                 try:
                     slots = slots_held.for_claims(min(free, len(order))) if order else None
@@ -358,6 +373,8 @@ class Worker:
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
         # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
         if report.stopped_by not in ("paused", "limit"):
+            if not missed:
+                watch.await_skipped_writes()  # the look below must show what producers wrote without a touch
             report.work_remains = missed or self._work_left(queue, report)
         report.shed += self._store.drain_shed().get(queue, 0)
         if self._stopped is not None and report.stopped_by != "paused" and not report.work_remains:
@@ -433,6 +450,16 @@ class Worker:
     def _refusal_pause(self) -> float:
         # Jittered, and short enough that the heartbeat of the tasks in flight keeps its pace.
         return min(self._heartbeat_seconds(), self._rng.uniform(0.5, 1.0) * RECORD_BACKOFF_SECONDS)
+
+    def _index_peek(self, queue: str) -> bool:
+        """Does the index show a claimable task this run has neither claimed, passed over, nor reported already? One
+        eventually consistent query of the head (per shard), no shedding. A task reported once is not reported
+        again: a look that could not take it (another worker's, too long) must not keep the watcher awake."""
+        skip = self._stale_ids() | self._time.found_too_long | self._peek_reported
+        fair = FairTurn(groups=self._fair.groups)  # every group's head too, once the queue has groups
+        found = {c.task_id for c in self._store.candidates(queue, 1, shed=False, delayed=False, skip=skip, fair=fair)}
+        self._peek_reported |= found
+        return bool(found)
 
     def _stale_ids(self) -> set[str]:
         """Ids whose index entries are taken as stale now (forgetting those whose time passed)."""
