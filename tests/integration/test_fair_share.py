@@ -295,3 +295,20 @@ def test_purging_pending_tasks_takes_every_groups_too(store, clock):
     result = store.purge("work", "PENDING")
     assert (result.deleted, result.skipped) == (4, 0)
     assert store.candidates("work", 10) == []
+
+
+def test_a_look_reads_a_groups_partitions_only_when_its_turn_comes(store, clock):
+    for g in ("a", "b", "c"):
+        create(store, clock.now_ms(), 2, group=g)
+    read = []
+    original = store._call
+
+    def counting(operation, **kwargs):
+        if operation == "query":
+            read.append(kwargs["ExpressionAttributeValues"][":k"]["S"])
+        return original(operation, **kwargs)
+
+    store._call = counting
+    (first,) = store.look("work", 1, delayed=True)[0]
+    groups_read = {group for key in read if (group := fairness.group_of_partition(key)) is not None}
+    assert groups_read == {first.group}, read  # the first turn filled the look: no other group's partition was read

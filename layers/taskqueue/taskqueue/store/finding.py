@@ -138,8 +138,10 @@ class WorkFinding(GroupRing):
     def _partition(
         self, queue: str, shard: int, group: str | None, now_ms: int, limit: int, shed: bool, delayed: bool, need: Any
     ) -> Iterator[Candidate]:
-        """One group's claimable tasks in one shard (``None``: the default group's), in the queue's order."""
-        return heapq.merge(
+        """One group's claimable tasks in one shard (``None``: the default group's), in the queue's order. A generator:
+        nothing is read, not even the due delayed entries, until the group's turn comes (a look that fills up on the first
+        groups of the ring reads none of the others')."""
+        yield from heapq.merge(
             sorted(self._due_delayed(queue, shard, now_ms, limit, shed, need, group), reverse=True) if delayed else [],
             self._claimable_ready(queue, shard, now_ms, shed, need, group),
             reverse=True,
