@@ -22,16 +22,18 @@ Two floors are printed for each target:
 
 - **any design** (the floor proper): 5 writes + the cheaper of the two above at Lambda's least memory (128 MB);
 - **this architecture** (the handshake: a producer's strongly consistent read of the queue's record per request, its
-  touch skipped while a worker watches; a worker that lingers instead of being started per task; the claim moving the
-  task from ReadyIndex to StatusIndex): 3 + 4 index writes = 7 write units + 1 read unit + 0.95 / rate s of worker at
-  the template's ProcessTasks memory. What this project measures is at or above it; a target below it needs the index
-  change or a stream-started worker (docs/scaling.md).
+  touch skipped while a worker watches; a worker that lingers instead of being started per task; the claim marking its
+  lease on the task's ReadyIndex entry, a projected attribute): 3 + 3 index writes = 6 write units + 1 read unit +
+  0.95 / rate s of worker at the template's ProcessTasks memory. What this project measures is at or above it; a
+  target below it needs a claim that leaves the entry unchanged or a stream-started worker (docs/scaling.md).
 
     .venv/bin/python bench/cost_floor.py            # measured figures from bench/results.json when present
+    .venv/bin/python bench/cost_floor.py --results bench/results-cost.json   # ... from bench/cost_check.py's run
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import dataclass
@@ -47,7 +49,7 @@ LATE_SHARE = 0.05  # a p95 target lets 5 % of tasks wait longer
 LEAST_RUN_SECONDS = 0.05  # the least invocation that claims and finishes a task: a few single-digit-ms requests
 POLLS_PER_SECOND = 4.0  # the stream poller reads a shard 4 times a second (bench/invocation_model.Platform)
 FLOOR_WRITES_PER_TASK = 3 + 2  # three transitions on the task's item; the sparse index's put and delete
-ARCHITECTURE_WRITES_PER_TASK = 3 + 4  # + ReadyIndex put/delete and StatusIndex put/delete
+ARCHITECTURE_WRITES_PER_TASK = 3 + 3  # + ReadyIndex put, the claim's lease mark (a projected attribute), delete
 ARCHITECTURE_READS_PER_TASK = 1  # the producer's strongly consistent read of the queue's record (its touch skipped)
 # Issue 29's dollar targets: (what, rate, billing, $ per million tasks).
 TARGETS = (
@@ -99,7 +101,7 @@ def floor(rate: float, memory_mb: int = LAMBDA_LEAST_MB, billing: str = "on-dema
 
 
 def architecture_floor(rate: float, billing: str = "on-demand", memory_mb: int = TEMPLATE_WORKER_MB) -> Floor:
-    """This project's architecture at least: its 7 writes and 1 read per one-task request and a lingering worker."""
+    """This project's architecture at least: its 6 writes and 1 read per one-task request and a lingering worker."""
     read_price = PRICES["dynamodb_read_request_unit"] if billing == "on-demand" else provisioned_unit_prices(DEFAULT_UTILISATION)[1]
     writes = (ARCHITECTURE_WRITES_PER_TASK * write_price(billing) + ARCHITECTURE_READS_PER_TASK * read_price) * 1e6
     compute = awake_seconds_floor(rate) * gb_second(memory_mb) * 1e6
@@ -138,8 +140,11 @@ def markdown(measured_totals: dict[tuple[float, str], float] | None = None) -> s
     return "\n".join(lines)
 
 
-def main() -> None:
-    results = Path(__file__).resolve().parent / "results.json"
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", default=str(Path(__file__).resolve().parent / "results.json"),
+                        help="the measured dollars: make bench's results.json, or bench/cost_check.py's results-cost.json")
+    results = Path(parser.parse_args(argv).results)
     print(markdown(measured(json.loads(results.read_text())) if results.exists() else {}))
 
 

@@ -123,16 +123,21 @@ def test_an_empty_group_leaves_the_ring_only_after_the_grace_and_a_retry_puts_it
     (task_id,) = create(store, clock.now_ms(), group="acme")
     task = store.claim(store.candidates("work", 1)[0], "w")
     assert task is not None
-    store.candidates("work", 5)  # an empty look right after the producer's write: the entry stays (grace)
+    clock.advance(DEACTIVATION_GRACE_MS / 1000 + 0.1)
+    store.candidates("work", 5)  # its one task runs: the group stays, so that a look finds it if its worker dies
+    assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
+    assert store.release(task, "w", not_before_ms=clock.now_ms() + 1000)  # a retry: the group is (still) on the ring
+    assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
+    clock.advance(DEACTIVATION_GRACE_MS / 1000 + 0.1)
+    (due,) = store.candidates("work", 5)  # due by now, found in the group's delayed partition
+    assert due.task_id == task_id and due.delayed
+    again = store.claim(due, "w")
+    assert again is not None and store.complete(again, "w")
+    store.candidates("work", 5)  # an empty look right after the group's last write: the entry stays (grace)
     assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
     clock.advance(DEACTIVATION_GRACE_MS / 1000 + 0.1)
     store.candidates("work", 5)
     assert store.whole_ring("work", 0) == []
-    assert store.release(task, "w", not_before_ms=clock.now_ms() + 1000)  # a retry: the group is back on the ring
-    assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
-    clock.advance(DEACTIVATION_GRACE_MS / 1000 + 0.1)
-    assert store.candidates("work", 5)[0].task_id == task_id  # due by now, found in the group's delayed partition
-    assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
 
 
 def test_a_delayed_grouped_task_keeps_its_group_on_the_ring_until_it_is_due(store, clock):

@@ -83,7 +83,10 @@ def test_claim_records_lease_and_attempt_and_leaves_the_ready_index(store, clock
     assert claimed.lease_owner == "worker-1"
     assert claimed.lease_expires_ms == clock.now_ms() + store.settings.lease_seconds * 1000
     item = dynamodb.get_item(TableName=store.settings.queue_table_name, Key={"taskId": {"S": task.task_id}})["Item"]
-    assert "readyKey" not in item and item["statusKey"]["S"] == "work#TAKEN#0"
+    # The task keeps its ReadyIndex entry, its lease marked on it (one index write), and no StatusIndex entry.
+    assert item["readyKey"]["S"] == "work#0" and item["notBefore"]["N"] == str(claimed.lease_expires_ms)
+    assert "statusKey" not in item and "statusSort" not in item
+    assert store.candidates("work", 1) == []  # a look passes the running task over
 
 
 def test_a_task_is_claimed_once(store, clock):
@@ -212,3 +215,96 @@ def test_missing_table_is_a_clear_error(dynamodb, topics, clock):
         store.candidates("work", 1)
     with pytest.raises(TaskNotFound):
         TaskStore(dynamodb, make_settings(topics), clock).get("missing")
+
+
+# ---- a running task keeps its ReadyIndex entry, its lease marked on it (taskqueue.core.keys) ----------------------
+
+
+def test_a_dead_workers_task_is_claimed_again_by_the_next_look_once_its_lease_passes(store, clock):
+    (task,) = create(store, clock, maxAttempts=3)
+    assert store.claim(store.candidates("work", 1)[0], "worker-1") is not None
+    assert store.candidates("work", 5) == []  # its lease holds: a look passes it over
+    clock.advance(store.settings.lease_seconds + 1)  # worker-1 died
+    (found,) = store.candidates("work", 5)
+    assert found.task_id == task.task_id and found.leased
+    again = store.claim(found, "worker-2")
+    assert again is not None and again.lease_owner == "worker-2" and again.attempts == 2
+    assert "lease of worker-1 expired" in again.last_error
+
+
+def test_a_running_task_past_its_ttl_is_neither_shed_nor_claimed(store, clock):
+    create(store, clock, ttlSeconds=5)
+    running = store.claim(store.candidates("work", 1)[0], "worker-1")
+    clock.advance(10)  # past its ttl, within its lease
+    assert store.candidates("work", 5) == []
+    assert store.get(running.task_id).status is TaskStatus.TAKEN
+    assert store.complete(running, "worker-1")
+
+
+def test_a_dead_workers_task_past_its_ttl_is_shed_by_the_look_that_meets_it(store, clock):
+    create(store, clock, ttlSeconds=5, maxAttempts=3)
+    running = store.claim(store.candidates("work", 1)[0], "worker-1")
+    clock.advance(store.settings.lease_seconds + 10)
+    assert store.candidates("work", 5) == []
+    assert store.get(running.task_id).status is TaskStatus.SHED
+
+
+def test_a_task_claimed_from_the_delayed_partition_moves_to_its_ready_partition(store, clock, dynamodb):
+    (task,) = create(store, clock, delaySeconds=5)
+    clock.advance(6)
+    (due,) = store.candidates("work", 1)
+    assert due.delayed
+    claimed = store.claim(due, "worker-1")
+    item = dynamodb.get_item(TableName=store.settings.queue_table_name, Key={"taskId": {"S": task.task_id}})["Item"]
+    assert item["readyKey"]["S"] == "work#0" and item["readySort"]["S"] == due.ready_sort
+    assert item["notBefore"]["N"] == str(claimed.lease_expires_ms) and claimed.not_before_ms is None
+    assert store.complete(claimed, "worker-1")
+    item = dynamodb.get_item(TableName=store.settings.queue_table_name, Key={"taskId": {"S": task.task_id}})["Item"]
+    assert not {"readyKey", "readySort", "notBefore", "statusKey"} & set(item)
+
+
+def test_a_look_reads_past_the_running_tasks_at_the_head_in_one_request(store, clock):
+    create(store, clock, 6)
+    for _ in range(3):  # the three newest run: their entries head the LIFO partition
+        assert store.claim(store.candidates("work", 1)[0], "worker-1") is not None
+    store.candidates("work", 1)  # the first look learns how many it passed over
+    limits = []
+    original = store._call
+
+    def counting(operation, **kwargs):
+        if operation == "query" and kwargs.get("IndexName") == "ReadyIndex" and kwargs["ExpressionAttributeValues"][":k"]["S"] == "work#0":
+            limits.append(kwargs["Limit"])
+        return original(operation, **kwargs)
+
+    store._call = counting
+    assert len(store.candidates("work", 1)) == 1
+    assert limits == [4]
+
+
+def test_counts_and_listings_tell_running_tasks_from_waiting_ones(store, clock):
+    create(store, clock, 4)
+    running = store.claim(store.candidates("work", 1)[0], "worker-1")
+    depth = store.depth("work")
+    assert (depth.ready, depth.taken, depth.expired) == (3, 1, 0)
+    assert store.count("work", TaskStatus.TAKEN) == 1 and store.count("work", TaskStatus.PENDING) == 3
+    assert [t.task_id for t in store.list_tasks("work", TaskStatus.TAKEN).tasks] == [running.task_id]
+    assert running.task_id not in {t.task_id for t in store.list_tasks("work", TaskStatus.PENDING).tasks}
+    (stats,) = store.stats(["work"])
+    assert stats.counts["TAKEN"] == 1 and stats.counts["PENDING"] == 3
+
+
+def test_the_safety_net_recovers_a_lease_taken_by_the_version_before_on_the_status_index(store, clock, dynamodb):
+    (task,) = create(store, clock, maxAttempts=3)
+    expires = clock.now_ms() + 1000
+    # What the claim of the version before left: no ReadyIndex entry, a StatusIndex TAKEN entry by lease expiry.
+    dynamodb.update_item(
+        TableName=store.settings.queue_table_name, Key={"taskId": {"S": task.task_id}},
+        UpdateExpression="SET taskStatus = :t, leaseOwner = :o, leaseExpires = :e, statusKey = :k, statusSort = :e "
+                         "REMOVE readyKey, readySort",
+        ExpressionAttributeValues={":t": {"S": "TAKEN"}, ":o": {"S": "old"}, ":e": {"N": str(expires)},
+                                   ":k": {"S": "work#TAKEN#0"}},
+    )
+    clock.advance(2)
+    assert store.recover_expired_leases("work") == {"PENDING": 0, "FAILURE": 0}  # a worker's recovery reads no StatusIndex
+    assert store.recover_expired_leases("work", legacy=True) == {"PENDING": 1, "FAILURE": 0}
+    assert [c.task_id for c in store.candidates("work", 5)] == [task.task_id]

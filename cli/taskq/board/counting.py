@@ -196,17 +196,21 @@ class CountKeeper:
     def depth(self, queue: str, now_ms: int) -> BoardDepth:
         cells: dict[str, list[Cell]] = {s: [] for s in ("ready", "delayed", "expired", "taken", "failure", "cancelled")}
         for partition in self._store.depth_partitions(queue):
-            live, expired = self._cells(partition, now_ms)
+            live, expired, taken = self._cells(partition, now_ms)
             cells[partition.state].append(live)
             if expired is not None:
                 cells["expired"].append(expired)
-        for partition, live, expired in self._group_cells(queue, now_ms):
+            if taken is not None:
+                cells["taken"].append(taken)
+        for partition, live, expired, taken in self._group_cells(queue, now_ms):
             cells[partition.state].append(live)
             cells["expired"].append(expired)
+            cells["taken"].append(taken)
         summed = {state: _sum(found) for state, found in cells.items()}
         return BoardDepth(queue=queue, **summed)
 
-    def _cells(self, partition: DepthPartition, now_ms: int) -> tuple[Cell, Cell | None]:
+    def _cells(self, partition: DepthPartition, now_ms: int) -> tuple[Cell, Cell | None, Cell | None]:
+        """(waiting, expired, running) of one partition: expired for ReadyIndex partitions, running for ready ones."""
         now = self._clock()
         with self._lock:
             known = self._known.setdefault(partition.key, _Known())
@@ -220,8 +224,9 @@ class CountKeeper:
                     known.full = None
         assert bounded is not None
         split = partition.index == "ReadyIndex"
+        runs = partition.state == "ready"
         if bounded.complete:
-            return Cell(bounded.live), Cell(bounded.total - bounded.live) if split else None
+            return Cell(bounded.live), Cell(bounded.expired) if split else None, Cell(bounded.taken) if runs else None
         with self._lock:
             full, full_at = known.full, known.full_at
             if full is None or now - full_at >= self._full_interval(full):
@@ -229,11 +234,13 @@ class CountKeeper:
         if full is not None and full.total >= bounded.total:
             age = max(0.0, now - full_at)
             return (Cell(full.live, exact=False, age_s=age),
-                    Cell(full.total - full.live, exact=False, age_s=age) if split else None)
+                    Cell(full.expired, exact=False, age_s=age) if split else None,
+                    Cell(full.taken, exact=False, age_s=age) if runs else None)
         return (Cell(bounded.live, exact=False, lower_bound=True),
-                Cell(bounded.total - bounded.live, exact=False, lower_bound=True) if split else None)
+                Cell(bounded.expired, exact=False, lower_bound=True) if split else None,
+                Cell(bounded.taken, exact=False, lower_bound=True) if runs else None)
 
-    def _group_cells(self, queue: str, now_ms: int) -> list[tuple[DepthPartition, Cell, Cell]]:
+    def _group_cells(self, queue: str, now_ms: int) -> list[tuple[DepthPartition, Cell, Cell, Cell]]:
         """The groups' partitions (see the module's docstring): counted within the request's budget, else their last
         count marked with its age, else unknown (a lower bound)."""
         now = self._clock()
@@ -260,15 +267,16 @@ class CountKeeper:
                     entry.bounded, entry.bounded_at = bounded, at
             if bounded is None:
                 unknown = Cell(0, exact=False, lower_bound=True)
-                found.append((partition, unknown, unknown))
+                found.append((partition, unknown, unknown, unknown))
                 continue
             exact, lower = not due or at == now, not bounded.complete
             age = 0.0 if exact else max(0.0, now - at)
             found.append((partition, Cell(bounded.live, exact and not lower, lower, age),
-                          Cell(bounded.total - bounded.live, exact and not lower, lower, age)))
+                          Cell(bounded.expired, exact and not lower, lower, age),
+                          Cell(bounded.taken, exact and not lower, lower, age)))
         if not complete:  # the ring held more groups than one read takes: some partitions were not seen at all
             missed = Cell(0, exact=False, lower_bound=True)
-            found.append((DepthPartition(queue, "ready", "ReadyIndex", f"{queue}#ring-cap"), missed, missed))
+            found.append((DepthPartition(queue, "ready", "ReadyIndex", f"{queue}#ring-cap"), missed, missed, missed))
         return found
 
     def _full_interval(self, full: PartitionCount) -> float:

@@ -9,7 +9,7 @@ what it looks like now. Joined into ``TaskQueueClient``; ``taskq group`` and the
 
 Permissions: setting a group's limits or pause is ``dynamodb:UpdateItem`` on the control items ``queue#<q>#group#<g>``
 and ``queue#<q>#ring#<shard>#<g>`` (the stack's ProducerPolicy allows it: ``queue#*``); reading a group's view is
-``Query`` (the ReadyIndex and the StatusIndex) and ``BatchGetItem``.
+``Query`` (the ReadyIndex) and ``BatchGetItem`` (the groups' settings).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Index key encoding (pure): which index partition a task lives in and where it sorts.
 
-ReadyIndex holds PENDING tasks only, in two partitions per queue shard:
+ReadyIndex holds PENDING and TAKEN tasks, in two partitions per queue shard:
 
 - the *ready* partition "<queue>#<shard>" holds tasks that may run now. Its sort key is
   "<priority>#<order time>#<taskId>", all fixed width, so that a *descending* query returns the task the
@@ -8,6 +8,12 @@ ReadyIndex holds PENDING tasks only, in two partitions per queue shard:
 - the *delayed* partition "<queue>#<shard>#delayed" holds tasks with a not-before time (a retry's backoff,
   a delayed task). Its sort key is "<not-before ms>#<ready sort key>": an *ascending* query returns the
   task that falls due first, and the ready sort key it carries puts it in its place once due.
+
+A TAKEN task keeps its entry in the ready partition, with its lease's expiry as ``notBefore`` (projected): a look
+passes over it while the lease holds and finds it again once it passes (its worker died), and a claim changes one
+projected attribute (one index write) instead of taking the entry out and putting one in a second index (four).
+A task claimed from the delayed partition moves to its ready partition, so in a ready partition ``notBefore``
+always means a lease, and in a delayed one a due time.
 
 Delayed tasks never sit in front of due ones, whatever their priority: a reader takes the head of the
 ready partition and the due head of the delayed partition, and merges them by the ready sort key.

@@ -181,7 +181,8 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
             payload=json.loads(payload_text) if payload_text else {},
             lease_owner=s("leaseOwner"),
             lease_expires_ms=n("leaseExpires"),
-            not_before_ms=n("notBefore"),
+            # A TAKEN task's notBefore is its lease, marked on its ReadyIndex entry (taskqueue.core.keys): no not-before.
+            not_before_ms=None if item["taskStatus"]["S"] == TaskStatus.TAKEN.value else n("notBefore"),
             last_error=s("lastError"),
             result=json.loads(result_text) if result_text else None,
             delete_at=_delete_at(n("deleteAt"), int(item["ttl"]["N"])),

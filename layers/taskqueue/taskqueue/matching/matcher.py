@@ -200,6 +200,8 @@ class Matcher:
             return Snapshot((), ())
         # Groups do not apply to calls (docs/fairness.md): CreateTasks refuses a grouped call.
         calls = self._tasks.iter_candidates(queue, self._settings.calls_per_pass, fair=FairTurn(groups=False))
+        # A call a crashed run left TAKEN (its lease passed) is not matched as it stands: ``_recover_leases`` returns it.
+        calls = (c for c in calls if not c.leased)
         head = next(calls, None)
         if head is None:
             return None

@@ -7,17 +7,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from taskqueue.core import keys
+from taskqueue.core import fairness, keys
 from taskqueue.core.errors import InvalidTaskInput, TaskNotFound, TaskTooLong
 from taskqueue.core.model import Task, encode_json, from_item
 from taskqueue.core.run_time import effective_run_seconds
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.finding import WorkFinding
-from taskqueue.store.table import AttributeValue, Candidate, is_claimable
+from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, is_claimable
 
 # What a runner reported of an attempt (taskqueue.work.progress); a claim removes them, so each attempt starts afresh.
 PROGRESS_ATTRIBUTES = ("progress", "progressMessage", "progressUpdated")
+# A TAKEN task's ReadyIndex entry (with its lease as notBefore), removed when it finishes.
+READY_ENTRY = ("readyKey", "readySort", "notBefore")
+# ... and a StatusIndex TAKEN entry, which tasks claimed by a version before the lease moved to the ReadyIndex carry.
+LEASED_ENTRY = (*READY_ENTRY, "statusKey", "statusSort")
 
 
 class WorkerTransitions(WorkFinding):
@@ -26,10 +30,17 @@ class WorkerTransitions(WorkFinding):
     ) -> Task | None:
         """PENDING -> TAKEN with a lease; ``None`` if someone else got it or it is no longer claimable.
 
+        The task keeps its ReadyIndex entry, its lease marked on it as ``notBefore`` (one index write in place of a
+        StatusIndex put and delete, taskqueue.core.keys); an entry read from a delayed partition moves to its ready
+        partition, so that a lease is never taken for a due time. A ``leased`` candidate is a task whose worker died
+        (its lease passed): it is recovered first, then claimed at its place in the order.
+
         ``run_within``: the longest run the claiming invocation can still finish (taskqueue.core.run_time.run_within);
         a task that declares a longer one (``runSeconds``, else DEFAULT_RUN_SECONDS) is refused by the write's
         condition and raises ``TaskTooLong``, so it stays PENDING for a fresh invocation."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        if candidate.leased and self.recover_in_look(candidate, now_ms) is not TaskStatus.PENDING:
+            return None
         expires = now_ms + self._settings.lease_seconds * 1000
         # DynamoDB's TTL deletes late: an expired task must be refused here, not only skipped above.
         condition = "#ttl > :nowSeconds AND (attribute_not_exists(notBefore) OR notBefore <= :now)"
@@ -40,6 +51,11 @@ class WorkerTransitions(WorkFinding):
             if self._settings.default_run_seconds <= run_within:
                 fits = f"(attribute_not_exists(runSeconds) OR {fits})"
             condition += f" AND {fits}"
+        moved: dict[str, AttributeValue] = {}
+        if candidate.delayed:  # to its ready partition, at the place its ready sort key gives it
+            ready = keys.ready_key(candidate.queue, candidate.shard) if candidate.group is None else (
+                fairness.group_ready_key(candidate.queue, candidate.shard, candidate.group))
+            moved = {"readyKey": {"S": ready}, "readySort": {"S": candidate.ready_sort}}
         request = self._transition_request(
             candidate.task_id,
             TaskStatus.PENDING,
@@ -48,11 +64,11 @@ class WorkerTransitions(WorkFinding):
             set_={
                 "leaseOwner": {"S": owner},
                 "claimedAt": {"N": str(now_ms)},
-                "statusKey": {"S": keys.status_key(candidate.queue, TaskStatus.TAKEN.value, candidate.shard)},
+                **moved,
                 **self._lease_attributes(expires),
             },
             # A new attempt starts without the last one's progress.
-            remove=("readyKey", "readySort", "notBefore", *PROGRESS_ATTRIBUTES),
+            remove=PROGRESS_ATTRIBUTES,
             count_attempt=True,
             condition=condition,
             names={"#ttl": "ttl"},
@@ -103,7 +119,7 @@ class WorkerTransitions(WorkFinding):
         set_ = self._finished_attributes(now_ms, TaskStatus.SUCCESS)
         if result is not None:
             set_["result"] = {"S": encode_json(result)}
-        return self._owned_transition(task, owner, TaskStatus.SUCCESS, now_ms, set_, ("statusKey", "statusSort"))
+        return self._owned_transition(task, owner, TaskStatus.SUCCESS, now_ms, set_, LEASED_ENTRY)
 
     def renew_lease(self, task: Task, owner: str, seconds: float | None = None, now_ms: int | None = None) -> int | None:
         """TAKEN -> TAKEN with the lease extended to now + ``seconds`` (default LEASE_SECONDS): a heartbeat,
@@ -133,7 +149,7 @@ class WorkerTransitions(WorkFinding):
             "statusKey": {"S": keys.status_key(task.queue, TaskStatus.FAILURE.value, task.shard)},
             "statusSort": {"N": str(now_ms)},
         }
-        return self._owned_transition(task, owner, TaskStatus.FAILURE, now_ms, set_, ())
+        return self._owned_transition(task, owner, TaskStatus.FAILURE, now_ms, set_, READY_ENTRY)
 
     def release(
         self,
@@ -156,7 +172,9 @@ class WorkerTransitions(WorkFinding):
             set_["lastError"] = {"S": error[:1000]}
         if refund_attempt:
             set_["attempts"] = {"N": str(max(0, task.attempts - 1))}
-        released = self._owned_transition(task, owner, TaskStatus.PENDING, now_ms, set_, ("statusKey", "statusSort"))
+        # Back at its place: the same entry (its lease mark removed), or the delayed partition's for a backoff.
+        remove = ("statusKey", "statusSort") if "notBefore" in set_ else ("statusKey", "statusSort", "notBefore")
+        released = self._owned_transition(task, owner, TaskStatus.PENDING, now_ms, set_, remove)
         if released and not_before_ms is not None:
             self.note_delayed_tasks([(task.queue, not_before_ms)], now_ms)
         return released
@@ -176,17 +194,31 @@ class WorkerTransitions(WorkFinding):
             TaskStatus.SUCCESS,
             now_ms=now_ms,
             set_=set_,
-            remove=("leaseOwner", "leaseExpires", "statusKey", "statusSort"),
+            remove=("leaseOwner", "leaseExpires", *LEASED_ENTRY),
             condition="leaseOwner = :owner AND leaseExpires > :now",
             values={":owner": {"S": owner}},
         )
         request.pop("ReturnValues")
         return request
 
-    def expired_leases(self, queue: str, now_ms: int | None = None, limit: int = 100) -> list[str]:
-        """Ids of TAKEN tasks whose lease has passed, found through the StatusIndex (no table scan)."""
+    def expired_leases(self, queue: str, now_ms: int | None = None, limit: int = 100, *, legacy: bool = False) -> list[str]:
+        """Ids of TAKEN tasks whose lease has passed, among the first ``limit`` entries of each shard's ready
+        partition in serving order: where running tasks sit (the newest in a LIFO queue, the oldest in a FIFO one).
+        A lease entry (``Candidate.leased``) further down, or in a group's partition, is recovered by the look that
+        reaches it (``claim``), at its place in the order like any waiting task. One index read a shard, no scan.
+
+        ``legacy`` (the safety net): also the StatusIndex's TAKEN entries whose lease passed, which tasks claimed by a
+        version before the lease moved to the ReadyIndex carry (they have no ReadyIndex entry a look could find)."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        return self._status_index_ids(queue, TaskStatus.TAKEN, limit, until_ms=now_ms)
+        found = self._status_index_ids(queue, TaskStatus.TAKEN, limit, until_ms=now_ms) if legacy else []
+        for shard in range(self._settings.queue_shards):
+            response = self._call(
+                "query", TableName=self._table, IndexName=READY_INDEX, KeyConditionExpression="readyKey = :k",
+                FilterExpression="notBefore <= :now", ScanIndexForward=False, Limit=limit,
+                ExpressionAttributeValues={":k": {"S": keys.ready_key(queue, shard)}, ":now": {"N": str(now_ms)}},
+            )
+            found += [item["taskId"]["S"] for item in response.get("Items", [])]
+        return found
 
     def recover_lease(self, task_id: str, retry_at_ms: int | None, now_ms: int | None = None) -> TaskStatus | None:
         """Return a TAKEN task whose lease expired to PENDING, or to FAILURE once its attempts are used up.
@@ -211,11 +243,11 @@ class WorkerTransitions(WorkFinding):
                 "statusKey": {"S": keys.status_key(task.queue, TaskStatus.FAILURE.value, task.shard)},
                 "statusSort": {"N": str(now_ms)},
             }
-            remove: tuple[str, ...] = ("leaseOwner", "leaseExpires")
+            remove: tuple[str, ...] = ("leaseOwner", "leaseExpires", *READY_ENTRY)
         else:
             target = TaskStatus.PENDING
             set_ = self._ready_attributes(task.with_changes(not_before_ms=retry_at_ms)) | {"lastError": {"S": error}}
-            remove = ("leaseOwner", "leaseExpires", "statusKey", "statusSort")
+            remove = ("leaseOwner", "leaseExpires", "statusKey", "statusSort") + (() if "notBefore" in set_ else ("notBefore",))
         written = self._transition(
             task_id, TaskStatus.TAKEN, target, now_ms=now_ms, set_=set_, remove=remove, condition=condition, values=values
         )
@@ -223,11 +255,31 @@ class WorkerTransitions(WorkFinding):
             self.note_delayed_tasks([(task.queue, retry_at_ms)], now_ms)
         return target if written is not None else None
 
-    def recover_expired_leases(self, queue: str, retry_at_ms: int | None = None, now_ms: int | None = None) -> dict[str, int]:
-        """Recover every expired lease of a queue (for the safety net); counts per new status."""
+    def recover_in_look(self, candidate: Candidate, now_ms: int) -> TaskStatus | None:
+        """``recover_lease`` of a running task's entry whose lease a look found passed (no backoff: it waited a whole
+        lease), counted for ``drain_recovered``."""
+        status = self.recover_lease(candidate.task_id, None, now_ms)
+        if status is not None:
+            with self._shed_lock:
+                self._recovered[(candidate.queue, status.value)] += 1
+        return status
+
+    def drain_recovered(self, queue: str) -> dict[str, int]:
+        """Leases of ``queue`` that looks and claims of this store recovered since the last drain, per new status
+        (PENDING, FAILURE): the caller counts them as ``LeasesRecovered`` / ``TasksFailed``."""
+        with self._shed_lock:
+            found = {status: n for (q, status), n in self._recovered.items() if q == queue}
+            for status in found:
+                del self._recovered[(queue, status)]
+        return found
+
+    def recover_expired_leases(
+        self, queue: str, retry_at_ms: int | None = None, now_ms: int | None = None, *, legacy: bool = False
+    ) -> dict[str, int]:
+        """Recover the expired leases ``expired_leases`` finds; counts per new status."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         outcome = {TaskStatus.PENDING.value: 0, TaskStatus.FAILURE.value: 0}
-        for task_id in self.expired_leases(queue, now_ms):
+        for task_id in dict.fromkeys(self.expired_leases(queue, now_ms, legacy=legacy)):
             status = self.recover_lease(task_id, retry_at_ms, now_ms)
             if status is not None:
                 outcome[status.value] += 1

@@ -183,19 +183,25 @@ class WorkFinding(GroupRing):
         return [*servable[:split], None, *servable[split:]]
 
     def _or_off_ring(self, queue: str, entry: RingEntry, stream: Iterator[Candidate], look_ms: int) -> Iterator[Candidate]:
-        """``stream``; if it holds no task at all (none ready, none delayed, due or not), the group leaves the ring."""
+        """``stream``; if it holds no task at all (none ready, none running, none delayed, due or not), the group leaves
+        the ring. A running task keeps its group on the ring: if its worker dies, a look must find its entry."""
         empty = True
         for candidate in stream:
             empty = False
             yield candidate
-        # Within its grace (``kept_until_s``) the condition would refuse: no read of its delayed partition, no write.
-        if empty and look_ms >= entry.kept_until_s * 1000 and not self._has_delayed_entry(queue, entry.shard, entry.group):
+        # Within its grace (``kept_until_s``) the condition would refuse: no read of its partitions, no write.
+        if empty and look_ms >= entry.kept_until_s * 1000 and not any(
+            self._has_entry(partition) for partition in (
+                fairness.group_ready_key(queue, entry.shard, entry.group),
+                fairness.group_delayed_key(queue, entry.shard, entry.group),
+            )
+        ):
             self.deactivate(queue, entry, look_ms)
 
-    def _has_delayed_entry(self, queue: str, shard: int, group: str) -> bool:
+    def _has_entry(self, partition: str) -> bool:
         response = self._call(
             "query", TableName=self._table, IndexName=READY_INDEX, KeyConditionExpression="readyKey = :k",
-            ExpressionAttributeValues={":k": {"S": fairness.group_delayed_key(queue, shard, group)}}, Limit=1,
+            ExpressionAttributeValues={":k": {"S": partition}}, Limit=1,
         )
         return bool(response.get("Items"))
 
@@ -253,11 +259,24 @@ class WorkFinding(GroupRing):
         self, queue: str, shard: int, now_ms: int, shed: bool, need: Any, group: str | None = None
     ) -> Iterator[Candidate]:
         partition = keys.ready_key(queue, shard) if group is None else fairness.group_ready_key(queue, shard, group)
-        for entry in self._index_entries(partition, queue, shard, newest_first=True, need=need):
-            if is_claimable(entry.ttl, entry.not_before_ms, now_ms):
-                yield entry
+        # Running tasks keep their entries (``Candidate.leased``), at the head of a LIFO queue: the first read asks for
+        # as many more entries as the last look of this partition passed over, so that it does not page one by one.
+        held = 0
+        extra = self._held_seen.get(partition, 0)
+        for entry in self._index_entries(partition, queue, shard, newest_first=True, need=need, extra=extra):
+            if entry.leased and entry.not_before_ms is not None and entry.not_before_ms > now_ms:
+                held += 1  # running: its lease holds
+                continue
+            self._held_seen[partition] = held
+            if entry.leased and entry.ttl <= now_ms // 1000:
+                # Its worker died and its ttl passed: back to PENDING (or FAILURE on its last attempt), then shed.
+                if shed and self.recover_in_look(entry, now_ms) is TaskStatus.PENDING:  # type: ignore[attr-defined]
+                    self.shed(entry, now_ms)
+            elif is_claimable(entry.ttl, entry.not_before_ms if not entry.leased else None, now_ms):
+                yield entry  # a leased one's worker died: ``claim`` recovers it first
             elif entry.ttl <= now_ms // 1000 and shed:
                 self.shed(entry, now_ms)
+        self._held_seen[partition] = held
 
     def _due_delayed(
         self, queue: str, shard: int, now_ms: int, limit: int, shed: bool, need: Any, group: str | None = None
@@ -285,9 +304,10 @@ class WorkFinding(GroupRing):
         newest_first: bool,
         until: str | None = None,
         need: Any = None,
+        extra: int = 0,
     ) -> Iterator[Candidate]:
         """Lazily walks one ReadyIndex partition page by page (ready or delayed), as Candidates: pages of what
-        ``need`` still misses, else of PAGE_SIZE."""
+        ``need`` still misses (the first ``extra`` more), else of PAGE_SIZE."""
         condition = "readyKey = :k" + (" AND readySort <= :until" if until is not None else "")
         values: dict[str, AttributeValue] = {":k": {"S": partition}}
         if until is not None:
@@ -300,10 +320,14 @@ class WorkFinding(GroupRing):
             "ScanIndexForward": not newest_first,
         }
         while True:
-            kwargs["Limit"] = self._settings.page_size if need is None else need.page()
+            kwargs["Limit"] = self._settings.page_size if need is None else min(MAX_QUERY_LIMIT, need.page() + extra)
+            extra = 0
             response = self._call("query", **kwargs)
             for item in response.get("Items", []):
-                yield candidate_of(item, queue, shard)
+                # moto, in process, may return an entry torn by a concurrent write (its keys already removed by a
+                # completion in a runner thread); DynamoDB never does. Such an entry has left the partition.
+                if "readySort" in item:
+                    yield candidate_of(item, queue, shard)
             if "LastEvaluatedKey" not in response:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]

@@ -5,12 +5,13 @@ pause; the noisiest groups first. ``taskq groups``, the board's groups page and 
 Every read is bounded, and none is a Scan:
 
 - the groups: the ring (``<queue>#<shard>#groups``), at most ``ring_cap`` entries per shard (one query each), and at
-  most ``max_groups`` of them viewed; the groups of running tasks join them;
+  most ``max_groups`` of them viewed (a group with running tasks stays on the ring, store/finding.py);
 - waiting: each group's ready and delayed partitions read by key (entries carry ``ttl``, ``notBefore`` and the sort
   key, from which the order time comes) up to ``cap`` entries each: the same read units as a COUNT query of them
   (DynamoDB bills the index bytes passed), and it gives the oldest age as well. A partition at the cap says so;
-- running: the queue's TAKEN ids on the StatusIndex (few: at most the runner's capacity), then their ``taskGroup``
-  by an eventually consistent BatchGetItem, up to ``running_cap`` tasks;
+- running: the running tasks' entries (a TAKEN task keeps its ready partition's entry, its lease as ``notBefore``:
+  taskqueue.core.keys) among the first ``running_cap`` entries of each ready partition, where a queue's running tasks
+  sit (its newest in LIFO, its oldest in FIFO); the partition names the group;
 - limits: one eventually consistent BatchGetItem per 100 groups (their settings items).
 
 About one read unit per group and shard when its partitions are small; a big partition costs what its entries up to
@@ -26,7 +27,6 @@ from typing import Any
 
 from taskqueue.core import fairness, keys
 from taskqueue.core.fairness import DEFAULT_GROUP, GroupLimits
-from taskqueue.core.states import TaskStatus
 from taskqueue.store.counts import Counts
 from taskqueue.store.table import _BATCH_GET_LIMIT, READY_INDEX, _key, candidate_of, is_claimable
 
@@ -154,19 +154,23 @@ class GroupViews(Counts):
         return self.group_views(queue, now_ms, groups=[group]).groups[0]
 
     def running_by_group(self, queue: str, cap: int = RUNNING_CAP) -> tuple[Counter[str], bool]:
-        """How many TAKEN tasks each group has (``DEFAULT_GROUP``: those without a group), from at most ``cap`` TAKEN
-        ids; ``False`` when the queue had more."""
-        ids = self._status_index_ids(queue, TaskStatus.TAKEN, cap + 1)
-        complete = len(ids) <= cap
+        """How many TAKEN tasks each group has (``DEFAULT_GROUP``: those without a group), among the first ``cap``
+        entries of each ready partition (the default group's and those of the groups on the ring); ``False`` when a
+        partition held more (a dead worker's task further down is not counted until a look recovers it)."""
         found: Counter[str] = Counter()
-        for start in range(0, min(len(ids), cap), _BATCH_GET_LIMIT):
-            request = {self._table: {
-                "Keys": [_key(i) for i in ids[start : min(cap, start + _BATCH_GET_LIMIT)]],
-                "ConsistentRead": False, "ProjectionExpression": "taskId, taskGroup, taskStatus",
-            }}
-            for item in self._batch_get(request):
-                if item.get("taskStatus", {}).get("S") == TaskStatus.TAKEN.value:
-                    found[item["taskGroup"]["S"] if "taskGroup" in item else DEFAULT_GROUP] += 1
+        complete = True
+        for shard in range(self._settings.queue_shards):
+            partitions = [keys.ready_key(queue, shard)]
+            partitions += [fairness.group_ready_key(queue, shard, e.group) for e in self.whole_ring(queue, shard)]
+            for partition in partitions:
+                response = self._call(
+                    "query", TableName=self._table, IndexName=READY_INDEX, KeyConditionExpression="readyKey = :k",
+                    FilterExpression="attribute_exists(notBefore)", ProjectionExpression="taskId",
+                    ExpressionAttributeValues={":k": {"S": partition}}, ScanIndexForward=False, Limit=cap,
+                )
+                group = fairness.group_of_partition(partition)
+                found[DEFAULT_GROUP if group is None else group] += len(response.get("Items", []))
+                complete = complete and "LastEvaluatedKey" not in response
         return found, complete
 
     def _group_settings_items(self, queue: str, groups: Iterable[str]) -> dict[str, Mapping[str, Any]]:
@@ -208,7 +212,7 @@ class GroupViews(Counts):
             for item in response.get("Items", []):
                 read += 1
                 entry = candidate_of(item, queue, 0)
-                if entry.ttl <= now_ms // 1000:
+                if entry.ttl <= now_ms // 1000 or entry.leased:  # past its ttl, or running
                     continue
                 live += 1
                 delayed += 0 if is_claimable(entry.ttl, entry.not_before_ms, now_ms) else 1

@@ -229,7 +229,7 @@ class OperatorOperations(QueueTable):
                     return
                 request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
         shards = range(self._settings.queue_shards)
-        if status is TaskStatus.PENDING:
+        if status in (TaskStatus.PENDING, TaskStatus.TAKEN):  # a running task keeps its ready partition's entry
             index, hash_name = READY_INDEX, "readyKey"
             partitions = [keys.ready_key(queue, n) for n in shards] + [keys.delayed_key(queue, n) for n in shards]
             # Every group's partitions too (fair share): the groups on each shard's ring.
@@ -240,10 +240,16 @@ class OperatorOperations(QueueTable):
                 for partition in (fairness.group_ready_key(queue, n, entry.group),
                                   fairness.group_delayed_key(queue, n, entry.group))
             ]
+            if status is TaskStatus.TAKEN:
+                partitions = [p for p in partitions if not fairness.is_delayed_partition(p)]
         else:
             index, hash_name = STATUS_INDEX, "statusKey"
             partitions = [keys.status_key(queue, status.value, n) for n in shards]
         for partition in partitions:
+            lease_filter = {}
+            if index == READY_INDEX and not fairness.is_delayed_partition(partition):  # its lease marks a running task
+                lease_filter["FilterExpression"] = (
+                    "attribute_exists(notBefore)" if status is TaskStatus.TAKEN else "attribute_not_exists(notBefore)")
             for item in self._query_all(
                 IndexName=index,
                 KeyConditionExpression="#h = :h",
@@ -251,6 +257,7 @@ class OperatorOperations(QueueTable):
                 ExpressionAttributeValues={":h": {"S": partition}},
                 ProjectionExpression="taskId",
                 limit=2**62,
+                **lease_filter,
             ):
                 yield item["taskId"]["S"]
 

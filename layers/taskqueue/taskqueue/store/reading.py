@@ -38,7 +38,8 @@ class Reading(GroupRing):
 
         - PENDING (ReadyIndex): in the order the queue serves them: higher priority first, then newest first
           (LIFO) or oldest first (FIFO). Delayed and expired-but-not-yet-deleted tasks are included.
-        - TAKEN (StatusIndex, by lease expiry), FAILURE and CANCELLED (StatusIndex, by update time): newest first.
+        - TAKEN (their ReadyIndex entries, marked by their lease: every group's), in the queue's order.
+        - FAILURE and CANCELLED (StatusIndex, by update time): newest first.
         - SUCCESS is not indexed (finished work costs no index writes): a Scan with a filter, which reads the
           whole table page by page; tasks come in table order, each page sorted newest first.
 
@@ -94,6 +95,10 @@ class Reading(GroupRing):
             else:
                 partitions = [keys.ready_key(queue, n) for n in shards] + [keys.delayed_key(queue, n) for n in shards]
             return READY_INDEX, "readyKey", "readySort", partitions
+        if status is TaskStatus.TAKEN:  # running tasks keep their ready partition's entry (taskqueue.core.keys)
+            partitions = [keys.ready_key(queue, n) for n in shards]
+            partitions += [fairness.group_ready_key(queue, n, e.group) for n in shards for e in self.whole_ring(queue, n)]
+            return READY_INDEX, "readyKey", "readySort", partitions
         return STATUS_INDEX, "statusKey", "statusSort", [keys.status_key(queue, status.value, n) for n in shards]
 
     def _merged_index_page(
@@ -121,6 +126,10 @@ class Reading(GroupRing):
                 "ScanIndexForward": False,
                 "Limit": limit,
             }
+            if index == READY_INDEX and not fairness.is_delayed_partition(partition):  # a lease marks a running task
+                kwargs["FilterExpression"] = (
+                    "attribute_exists(notBefore)" if status is TaskStatus.TAKEN else "attribute_not_exists(notBefore)"
+                )
             if start:
                 kwargs["ExclusiveStartKey"] = start
             items: list[dict[str, Any]] = []
@@ -211,9 +220,9 @@ class Reading(GroupRing):
         return found
 
     def stats(self, queues: Sequence[str] | None = None, include_success: bool = False, now_ms: int | None = None) -> list[QueueStats]:
-        """Counts per queue and state by index queries (no table scan): PENDING by reading the ReadyIndex
-        keys (the same read cost as a COUNT, and it gives the ages), TAKEN / FAILURE / CANCELLED by
-        ``Select=COUNT`` on the StatusIndex. SUCCESS only with ``include_success`` (a filtered COUNT scan).
+        """Counts per queue and state by index queries (no table scan): PENDING and TAKEN by reading the ReadyIndex
+        keys (the same read cost as a COUNT, and it gives the ages; a running task's entry carries its lease),
+        FAILURE / CANCELLED by ``Select=COUNT`` on the StatusIndex. SUCCESS only with ``include_success`` (a filtered COUNT scan).
 
         PENDING counts every group's tasks: the default group's partitions and those of each group on the ring
         (``whole_ring``: the groups that may have waiting tasks); ``QueueStats.groups`` is how many such groups."""
@@ -221,7 +230,7 @@ class Reading(GroupRing):
         result: list[QueueStats] = []
         for queue in queues or sorted(self._settings.queue_orders):
             order = self._settings.order_of(queue)
-            pending = claimable = delayed = expired = 0
+            pending = claimable = delayed = expired = taken = 0
             oldest: int | None = None
             newest: int | None = None
             partitions = [keys.ready_key(queue, n) for n in range(self._settings.queue_shards)]
@@ -239,8 +248,11 @@ class Reading(GroupRing):
                     ExpressionAttributeNames={"#ttl": "ttl"},
                     limit=10**9,
                 ):
-                    pending += 1
                     entry = candidate_of(item, queue, 0)
+                    if entry.leased:  # a running task: its entry carries its lease
+                        taken += 1
+                        continue
+                    pending += 1
                     if entry.ttl <= now_ms // 1000:
                         expired += 1
                         continue
@@ -251,8 +263,8 @@ class Reading(GroupRing):
                     _, enqueued, _ = keys.parse_ready_sort(entry.ready_sort, order)
                     oldest = enqueued if oldest is None else min(oldest, enqueued)
                     newest = enqueued if newest is None else max(newest, enqueued)
-            counts = {TaskStatus.PENDING.value: pending}
-            for status in (TaskStatus.TAKEN, TaskStatus.FAILURE, TaskStatus.CANCELLED):
+            counts = {TaskStatus.PENDING.value: pending, TaskStatus.TAKEN.value: taken}
+            for status in (TaskStatus.FAILURE, TaskStatus.CANCELLED):
                 counts[status.value] = self.count(queue, status)
             if include_success:
                 counts[TaskStatus.SUCCESS.value] = self.count(queue, TaskStatus.SUCCESS)
@@ -277,9 +289,9 @@ class Reading(GroupRing):
         if status in (TaskStatus.SUCCESS, TaskStatus.SHED):
             return self._count_scan(queue, status)
         index, hash_name, _, partitions = self._partitions(queue, status)
-        return sum(self._count(index, hash_name, partition) for partition in partitions)
+        return sum(self._count(index, hash_name, partition, status) for partition in partitions)
 
-    def _count(self, index: str, hash_name: str, partition: str) -> int:
+    def _count(self, index: str, hash_name: str, partition: str, status: TaskStatus) -> int:
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": index,
@@ -288,6 +300,10 @@ class Reading(GroupRing):
             "ExpressionAttributeValues": {":h": {"S": partition}},
             "Select": "COUNT",
         }
+        if index == READY_INDEX and not fairness.is_delayed_partition(partition):  # a lease marks a running task
+            kwargs["FilterExpression"] = (
+                "attribute_exists(notBefore)" if status is TaskStatus.TAKEN else "attribute_not_exists(notBefore)"
+            )
         return count_all(self._call, "query", kwargs)
 
     def _count_scan(self, queue: str, status: TaskStatus) -> int:

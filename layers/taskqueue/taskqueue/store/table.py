@@ -55,6 +55,13 @@ class Candidate:
     ttl: int
     not_before_ms: int | None
     group: str | None = None  # fair share's group (taskqueue.core.fairness); None: the default group
+    delayed: bool = False  # read from a delayed partition (its not-before time is a due time, never a lease)
+
+    @property
+    def leased(self) -> bool:
+        """A TAKEN task's entry: a ready partition's entry with a not-before time, which is its lease's expiry
+        (taskqueue.core.keys). Claimable again once the lease passes: its worker died."""
+        return not self.delayed and self.not_before_ms is not None
 
 
 @dataclass(frozen=True)
@@ -72,11 +79,14 @@ class QueueTable:
         self._table = settings.queue_table_name
         self._clock = clock or SystemClock()
         self._shed: Counter[str] = Counter()
+        self._recovered: Counter[tuple[str, str]] = Counter()  # (queue, new status) -> leases a look recovered
         self._shed_lock = threading.Lock()
         # Ring entries this store wrote lately (store/groups.py): (queue, shard, group) -> when (epoch ms).
         self._activated: dict[tuple[str, int, str], int] = {}
         self._activated_lock = threading.Lock()
         self._flagged: set[str] = set()  # queues whose record this store marked ``hasGroups``
+        # Ready partition -> how many running tasks' entries (leased) its last look passed over (store/finding.py).
+        self._held_seen: dict[str, int] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> Self:
@@ -225,9 +235,10 @@ class QueueTable:
     def _lease_attributes(self, expires_ms: int) -> dict[str, AttributeValue]:
         # The item outlives its lease by the retention: a task running past its ttl is never deleted under its
         # worker, and a crashed worker's task stays findable for lease recovery.
+        # notBefore: the lease marked on the task's ReadyIndex entry, where a look passes it over until it expires.
         return {
             "leaseExpires": {"N": str(expires_ms)},
-            "statusSort": {"N": str(expires_ms)},
+            "notBefore": {"N": str(expires_ms)},
             "deleteAt": {"N": str(expires_ms // 1000 + 1 + self._settings.retention_seconds)},
         }
 
@@ -342,7 +353,8 @@ def candidate_of(item: Mapping[str, Any], queue: str, shard: int) -> Candidate:
     """The Candidate of a ReadyIndex item (ready or delayed partition)."""
     sort = item["readySort"]["S"]
     partition = item["readyKey"]["S"]
-    if fairness.is_delayed_partition(partition):
+    delayed = fairness.is_delayed_partition(partition)
+    if delayed:
         _, sort = keys.parse_delayed_sort(sort)
     return Candidate(
         ready_sort=sort,
@@ -352,6 +364,7 @@ def candidate_of(item: Mapping[str, Any], queue: str, shard: int) -> Candidate:
         ttl=int(item["ttl"]["N"]),
         not_before_ms=int(item["notBefore"]["N"]) if "notBefore" in item else None,
         group=fairness.group_of_partition(partition),
+        delayed=delayed,
     )
 
 

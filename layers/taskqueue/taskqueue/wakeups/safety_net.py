@@ -49,7 +49,7 @@ def run_safety_net(svc: SafetyNetServices, scheduled: DelayedWakeups | None = No
     errors: list[str] = []
     for queue in svc.settings.queue_orders:
         try:
-            recovered = svc.store.recover_expired_leases(queue)
+            recovered = svc.store.recover_expired_leases(queue, legacy=True)
             for status, metric in _RECOVERY_METRICS:
                 if recovered[status]:
                     handler_metrics.count(metric, queue, recovered[status])
@@ -57,7 +57,10 @@ def run_safety_net(svc: SafetyNetServices, scheduled: DelayedWakeups | None = No
             # Workers read the delayed partitions only when the queue's record says an entry may be due: lower
             # the record's head to any entry a writer did not announce (it died in between; taskqueue.core.delayed_head).
             head = svc.store.repair_delayed_head(queue)
-            if svc.store.has_claimable(queue):
+            claimable = svc.store.has_claimable(queue)
+            for status, count in svc.store.drain_recovered(queue).items():  # dead workers' tasks the look met
+                handler_metrics.count(dict(_RECOVERY_METRICS)[status], queue, count)
+            if claimable:
                 wakeups.wake(queue)
             elif scheduled is not None and head is not None:
                 scheduled.ensure(queue, head, None, verify=True)  # never raises: a refusal is logged and counted

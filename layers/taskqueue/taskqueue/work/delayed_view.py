@@ -45,7 +45,7 @@ class DelayedView:
         candidates, skipped = self._store.look(
             self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards, skip=skip, fair=fair
         )
-        if query_delayed and not any(c.not_before_ms is not None for c in candidates):
+        if query_delayed and not any(c.delayed for c in candidates):
             self.refresh()
         return candidates, skipped
 
@@ -92,7 +92,7 @@ class DelayedView:
     def claimed(self, candidate: Candidate) -> None:
         with self._lock:
             self._own.pop(candidate.task_id, None)  # its retry is claimed: no longer waiting
-        if candidate.not_before_ms is not None:
+        if candidate.delayed:
             self._dirty = True  # a delayed entry left: the next look may raise the head
 
     def _own_head(self) -> int | None:

@@ -377,6 +377,9 @@ class Worker:
                 watch.await_skipped_writes()  # the look below must show what producers wrote without a touch
             report.work_remains = missed or self._work_left(queue, report)
         report.shed += self._store.drain_shed().get(queue, 0)
+        recovered = self._store.drain_recovered(queue)  # dead workers' tasks its looks met (store/claims.py)
+        report.recovered += sum(recovered.values())
+        report.failed += recovered.get(TaskStatus.FAILURE.value, 0)
         if self._stopped is not None and report.stopped_by != "paused" and not report.work_remains:
             self._stopped(queue, delayed.next_due_ms(), control.record)  # a wake-up at the delayed head
         return report
