@@ -51,6 +51,15 @@ POLLS_PER_SECOND = 4.0  # the stream poller reads a shard 4 times a second (benc
 FLOOR_WRITES_PER_TASK = 3 + 2  # three transitions on the task's item; the sparse index's put and delete
 ARCHITECTURE_WRITES_PER_TASK = 3 + 3  # + ReadyIndex put, the claim's lease mark (a projected attribute), delete
 ARCHITECTURE_READS_PER_TASK = 1  # the producer's strongly consistent read of the queue's record (its touch skipped)
+# ... reused for READ_REUSE_SECONDS by one producer process while the watcher allows it (4 claims a second and more).
+READ_REUSE_SECONDS, READ_REUSE_MIN_RATE = 0.5, 4.0
+
+
+def architecture_reads_per_task(rate: float) -> float:
+    """The producer's reads of the record per task, one process sending one-task requests at ``rate``."""
+    if rate < READ_REUSE_MIN_RATE:
+        return ARCHITECTURE_READS_PER_TASK
+    return min(ARCHITECTURE_READS_PER_TASK, 1.0 / (READ_REUSE_SECONDS * rate))
 # Issue 29's dollar targets: (what, rate, billing, $ per million tasks).
 TARGETS = (
     ("$ per million tasks at 1 task/s, on-demand", 1.0, "on-demand", 5.00),
@@ -101,9 +110,11 @@ def floor(rate: float, memory_mb: int = LAMBDA_LEAST_MB, billing: str = "on-dema
 
 
 def architecture_floor(rate: float, billing: str = "on-demand", memory_mb: int = TEMPLATE_WORKER_MB) -> Floor:
-    """This project's architecture at least: its 6 writes and 1 read per one-task request and a lingering worker."""
+    """This project's architecture at least: its 6 writes and the producer's reads (one a request, or reused) per
+    one-task request, and a lingering worker."""
     read_price = PRICES["dynamodb_read_request_unit"] if billing == "on-demand" else provisioned_unit_prices(DEFAULT_UTILISATION)[1]
-    writes = (ARCHITECTURE_WRITES_PER_TASK * write_price(billing) + ARCHITECTURE_READS_PER_TASK * read_price) * 1e6
+    reads = architecture_reads_per_task(rate)
+    writes = (ARCHITECTURE_WRITES_PER_TASK * write_price(billing) + reads * read_price) * 1e6
     compute = awake_seconds_floor(rate) * gb_second(memory_mb) * 1e6
     return Floor("worker kept running", compute, 0.0, writes, compute + writes)
 

@@ -8,6 +8,10 @@ SHARDS = (1, 4, 16, 24, 32, 64)
 # tasks per CreateTasks request (each request touches the queue's record once: one item, one partition) and the
 # concurrency sizing below (an assumption for DynamoDB, stated in docs/scaling.md; not measured here).
 TASKS_PER_REQUEST = 100
+# One-task requests with read reuse (taskqueue.core.handshake.READ_REUSE_SECONDS): each producer process reads the
+# queue's record at most once per READ_REUSE_SECONDS while the watcher allows it. The assumption for the model: a
+# process (a web worker, a warm Lambda container) sends 10 requests a second; fewer, and its reads weigh more.
+PRODUCER_PROCESS_REQUESTS_PER_SECOND = 10.0
 CLAIM_SECONDS = 0.010  # one conditional write's latency on DynamoDB (single-digit ms, documented), one claim after another
 SCALE_RUNNER = (100, 1.0)  # a runner holding 100 tasks at once (RunnerCapacity) of 1 s each
 TARGET_RATE = 10_000

@@ -45,9 +45,18 @@ from bench.dollars import (  # noqa: E402
     sqs_lambda,
 )
 from bench.invocation_model import product_model, seed_model, simulate  # noqa: E402
-from bench.plan import CLAIM_SECONDS, RATES, SCALE_RUNNER, SHARDS, TASKS_PER_REQUEST, Plan  # noqa: E402
+from bench.plan import (  # noqa: E402
+    CLAIM_SECONDS,
+    PRODUCER_PROCESS_REQUESTS_PER_SECOND,
+    RATES,
+    SCALE_RUNNER,
+    SHARDS,
+    TASKS_PER_REQUEST,
+    Plan,
+)
 from bench.report import build_table, machine, spread, update_docs, write_results  # noqa: E402
 from bench.scale_model import control_item_load, loads_from_partitions, max_sustainable_rate, workers_needed  # noqa: E402
+from taskqueue.core.handshake import READ_REUSE_SECONDS  # noqa: E402
 
 PY = sys.executable
 # ---- running the parts ----------------------------------------------------------------------------------
@@ -179,9 +188,10 @@ def scale_model(partitions: dict[str, dict[str, float]]) -> dict[str, Any]:
             rate, hottest = max_sustainable_rate(loads, shards)
             out[f"{design}@{regime}@{shards}"] = {"rate": rate, "hottest": hottest}
         if shardable:  # shards owned by claim lanes: each shard's reads come from its own lanes' polls
-            for per_request, name in ((TASKS_PER_REQUEST, "owned"), (1, "owned1")):
+            for per_request, name, process_rate in ((TASKS_PER_REQUEST, "owned", None), (1, "owned1", None),
+                                                    (1, "owned1-reuse", PRODUCER_PROCESS_REQUESTS_PER_SECOND)):
                 owned = loads_from_partitions(design_partitions, shardable=True, owned_reads=True)
-                owned += control_item_load(per_request)
+                owned += control_item_load(per_request, process_rate, READ_REUSE_SECONDS)
                 for shards in SHARDS:
                     rate, hottest = max_sustainable_rate(owned, shards)
                     capacity, seconds = SCALE_RUNNER

@@ -150,14 +150,21 @@ def _role(partition: str, queue: str) -> str:
     return parts[0]
 
 
-def control_item_load(tasks_per_request: float) -> list[Load]:
+def control_item_load(tasks_per_request: float, process_requests_per_second: float | None = None,
+                      reuse_seconds: float = 0.5) -> list[Load]:
     """The queue's record (``queue#<name>``, one table item, so one partition whatever QueueShards is). Since issue 29
     a producer request *reads* it (strongly consistent, 1 read unit: the wake-up handshake) and writes it only when no
     index-looking watcher is awake or it is stopping, which at a rate that could limit never holds (a worker runs
     all the time): 1 / tasks-per-request read units per task on one partition, and no producer write. Before issue 29
     every request touched it (1 / tasks-per-request writes per task). Its other reads and writes (the watcher's
-    polls every 0.5-1.5 s, its renewal every 2.5 s) do not grow with the rate."""
-    return [Load("control item queue#work (producer reads)", "read", 1.0 / tasks_per_request, SINGLE)]
+    polls every 0.5-1.5 s, its renewal every 2.5 s) do not grow with the rate.
+
+    ``process_requests_per_second``: producers reuse a read for ``reuse_seconds`` (the watcher of a fast queue allows
+    it), so a process sending that many requests a second reads the record once per ``reuse_seconds`` at most."""
+    reads = 1.0 / tasks_per_request
+    if process_requests_per_second is not None:
+        reads = min(reads, 1.0 / (reuse_seconds * process_requests_per_second * tasks_per_request))
+    return [Load("control item queue#work (producer reads)", "read", reads, SINGLE)]
 
 
 def workers_needed(rate: float, *, claim_seconds: float, runner_capacity: int, runner_seconds: float) -> int:

@@ -113,7 +113,6 @@ LONG_PATHS = (
     "tests/reliability/test_concurrent_workers.py",
     "tests/fuzz/test_fuzz_trigger.py",
     "tests/unit/test_local_index_reads_faults.py",
-    "tests/integration/test_wakeup_race.py",
     "tests/unit/test_local_index_reads.py",
     "tests/board/test_browser.py",
     "tests/build/",

@@ -13,7 +13,13 @@ import boto3
 import pytest
 
 from taskqueue.client.create import create_tasks
-from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS, WAKE_IN_FLIGHT_SECONDS, WATCH_LEASE_SECONDS
+from taskqueue.core.handshake import (
+    INDEX_LAG_ALLOWANCE_SECONDS,
+    READ_REUSE_SECONDS,
+    WAKE_IN_FLIGHT_SECONDS,
+    WATCH_LEASE_SECONDS,
+    WATCH_RENEW_SECONDS,
+)
 from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
@@ -249,6 +255,53 @@ def test_a_write_without_a_touch_keeps_the_watcher_from_stopping_until_the_index
     clock.advance((outcome.at_ms - clock.now_ms()) / 1000)
     shown, _ = store.look("work", 10, clock.now_ms())
     assert len(shown) == 1  # the look that may count sees it: the worker claims it instead of stopping
+
+
+def test_a_producer_reuses_a_read_the_watcher_allows_and_the_watchers_stop_waits_for_it(services, clock):
+    """Read reuse (READ_REUSE_SECONDS, issue 29's scale): once the watcher allows it, a producer reads the record once
+    per READ_REUSE_SECONDS instead of once per request. A write made under a read taken before ``stopping`` was set
+    (the producer did not see it) must still be seen: the stop's last look begins READ_REUSE_SECONDS later."""
+    store = services.store
+    reads = []
+    read = store.read_wake_record
+    store.read_wake_record = lambda *a, **k: reads.append(clock.now_ms()) or read(*a, **k)
+    watch = Watch(store, "work", "worker-1", clock, index_peek=lambda: False)
+    assert watch.begin()
+    assert write(services) == "watched" and write(services) == "watched" and len(reads) == 2  # no reuse yet: a read each
+    watch.allow_read_reuse()
+    clock.advance(WATCH_RENEW_SECONDS)
+    watch.keep()  # the renewal says so on the record
+    look_started = clock.now_ms()  # an empty look
+    clock.advance(INDEX_LAG_ALLOWANCE_SECONDS + 0.1)
+    assert write(services) == "watched" and len(reads) == 3  # read, and kept for reuse
+    clock.advance(0.1)
+    first = watch.try_stop(look_started)  # the stop's first step: ``stopping`` set now
+    assert isinstance(first, LookAgain) and store.read_wake_record("work").stopping_ms is not None
+    reads.pop()  # (the test's own read)
+    clock.advance(READ_REUSE_SECONDS - 0.2)
+    assert write(services) == "watched" and len(reads) == 3  # under the reused read: no read, no touch
+    written_ms = clock.now_ms()
+    assert first.at_ms >= written_ms + INDEX_LAG_ALLOWANCE_SECONDS * 1000  # the last look comes after the index shows it
+    clock.advance(0.2)  # the read is READ_REUSE_SECONDS old: the next producer reads, finds ``stopping`` and touches
+    seq = read("work").seq
+    assert write(services) == "watched" and len(reads) == 4 and read("work").seq == seq + 1
+
+
+def test_a_watcher_allows_read_reuse_only_when_its_run_claims_fast(services, settings, clock):
+    store = services.store
+    for _ in range(3):
+        write(services)
+    Worker(store, lambda task: None, capacity=3, owner="slow", clock=clock).run("work", 1)
+    assert not store.read_wake_record("work").read_reuse and store.read_wake_record("work").watcher is None
+    for _ in range(20):
+        write(services)
+    worker = Worker(store, lambda task: None, capacity=3, owner="fast", clock=clock)
+    seen = []
+    original = store.renew_watch
+    store.renew_watch = lambda *a, **k: seen.append(k.get("read_reuse")) or original(*a, **k)
+    report = worker.run("work", 5)
+    assert report.claimed == 20 and True in seen  # 20 claims at once: producers may reuse their reads
+    assert not store.read_wake_record("work").read_reuse  # cleared with the watch
 
 
 def test_a_producer_that_finds_the_watcher_stopping_touches_and_the_stop_fails(services, clock):

@@ -3,12 +3,15 @@ worker's empty look may count for a stop."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from taskqueue.core.handshake import (
     INDEX_LAG_ALLOWANCE_SECONDS,
     PRODUCER_CLOCK_SKEW_SECONDS,
+    READ_REUSE_SECONDS,
     WAKE_IN_FLIGHT_SECONDS,
     WATCH_LEASE_SECONDS,
     WATCH_RENEW_SECONDS,
@@ -16,6 +19,7 @@ from taskqueue.core.handshake import (
     WakeRecord,
     producer_step,
     renewal_due,
+    reuse_allows,
     stop_look_due_ms,
 )
 
@@ -95,3 +99,14 @@ def test_a_watch_is_renewed_every_renewal_interval_well_before_its_short_lease_l
     assert renewal_due(NOW + lease_ms - renewed_after, NOW)
     assert not renewal_due(NOW + 1001, NOW, lease_seconds=2.0, every_seconds=1.5)
     assert renewal_due(NOW + 1000, NOW, lease_seconds=2.0, every_seconds=1.5)
+
+
+def test_a_read_is_reused_only_while_young_and_only_as_the_watcher_allows():
+    now_ms = 1_000_000
+    allowing = WakeRecord(watcher="w", watch_until_ms=now_ms + 5_000, index_looks=True, read_reuse=True)
+    assert reuse_allows(allowing, 10.0, 10.0 + READ_REUSE_SECONDS - 0.01, now_ms)
+    assert not reuse_allows(allowing, 10.0, 10.0 + READ_REUSE_SECONDS, now_ms)  # too old: read again
+    assert not reuse_allows(replace(allowing, read_reuse=False), 10.0, 10.0, now_ms)  # not allowed
+    assert not reuse_allows(replace(allowing, stopping_ms=now_ms - 1), 10.0, 10.0, now_ms)  # it was stopping: touch
+    assert not reuse_allows(replace(allowing, watch_until_ms=now_ms), 10.0, 10.0, now_ms)  # its watch ended
+    assert not reuse_allows(replace(allowing, paused=True), 10.0, 10.0, now_ms)

@@ -94,3 +94,14 @@ def test_measured_partitions_become_loads() -> None:
     }
     seed = loads_from_partitions({"write|task-status-created-index|PENDING": 2.0}, shardable=False)
     assert seed == [Load("task-status-created-index PENDING", "write", 2.0, SINGLE)]
+
+
+def test_read_reuse_divides_the_producers_reads_of_the_record_by_what_a_process_sends_in_its_reuse():
+    from bench.scale_model import control_item_load
+
+    (every,) = control_item_load(1)
+    (reused,) = control_item_load(1, process_requests_per_second=10, reuse_seconds=0.5)
+    (batched,) = control_item_load(100, process_requests_per_second=10, reuse_seconds=0.5)
+    assert (every.units, reused.units, batched.units) == (1.0, 0.2, 0.002)
+    (slow,) = control_item_load(1, process_requests_per_second=1, reuse_seconds=0.5)
+    assert slow.units == 1.0  # a process reading less often than its reuse allows reads once per request

@@ -44,6 +44,14 @@ PRODUCER_CLOCK_SKEW_SECONDS = 5.0
 # A wake-up a producer sent is trusted this long (SNS delivery and a Lambda start, cold ones included);
 # after that, the next producer (or the stream, or the safety net) wakes the queue again.
 WAKE_IN_FLIGHT_SECONDS = 10.0
+# A producer may reuse a read of the record that showed an index-looking watcher, not stopping, that allows it
+# (``readReuse``), for this long after the read began, instead of reading again for each request: one process sending
+# many one-task requests reads the queue's record twice a second, not per request (one item serves ~3,000 strongly
+# consistent reads a second: issue 29's scale). The watcher pays for it: the last look of its stop begins this much
+# later (a write a producer made under a reused read came before the read's start plus this), and so does the look
+# after a run's end. So a watcher allows it only while its run claims READ_REUSE_MIN_CLAIMS_PER_SECOND or more.
+READ_REUSE_SECONDS = 0.5
+READ_REUSE_MIN_CLAIMS_PER_SECOND = 4.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,8 @@ class WakeRecord:
     index_looks: bool = False
     # When the watcher began to stop (its clock; None: it is not stopping): from then on producers touch the record.
     stopping_ms: int | None = None
+    # The watcher lets producers reuse this read for READ_REUSE_SECONDS (``reuse_allows``).
+    read_reuse: bool = False
 
     def watched(self, now_ms: int) -> bool:
         """Does a live worker watch the queue (it will see any write before it stops)?"""
@@ -96,6 +106,14 @@ def touch_needed(record: WakeRecord, now_ms: int) -> bool:
     Anything else (no watcher, a stopping one, a Matcher, a paused queue, a wake-up in flight): the touch decides,
     as before (docs/wakeups.md, "Why no wake-up is lost")."""
     return not (record.index_looks and record.stopping_ms is None and not record.paused and record.watched(now_ms))
+
+
+def reuse_allows(record: WakeRecord, read_started_s: float, now_s: float, now_ms: int) -> bool:
+    """May a producer that has just written skip its read, on the strength of ``record``, read (strongly consistently)
+    in a request that began at ``read_started_s`` (its monotonic clock; ``now_s`` on the same clock)? Only while the
+    read is younger than READ_REUSE_SECONDS and showed a watcher that allows it and needs no touch: that watcher's
+    stop waits READ_REUSE_SECONDS more after ``stopping``, so a write made now is in the index by its last look."""
+    return record.read_reuse and now_s - read_started_s < READ_REUSE_SECONDS and not touch_needed(record, now_ms)
 
 
 def producer_step(record: WakeRecord, now_ms: int) -> ProducerStep:

@@ -67,10 +67,10 @@ class WakeRecords(QueueTable):
         return self._conditional(
             queue,
             "SET #w = :me, #until = :until, #seq = if_not_exists(#seq, :zero), #last = if_not_exists(#last, :zero), "
-            "#looks = :looks REMOVE #sent, #stopping",
+            "#looks = :looks REMOVE #sent, #stopping, #reuse",
             "attribute_not_exists(#until) OR #until <= :now OR #w = :me",
             {"#w": "watcher", "#until": "watchUntil", "#seq": "seq", "#last": "lastWrite", "#sent": "wakeSent",
-             "#looks": "indexLooks", "#stopping": "stopping"},
+             "#looks": "indexLooks", "#stopping": "stopping", "#reuse": "readReuse"},
             {":me": {"S": owner}, ":until": _n(until_ms), ":now": _n(now_ms), ":zero": _n(0),
              ":looks": {"BOOL": index_looks}},
         )
@@ -90,16 +90,17 @@ class WakeRecords(QueueTable):
             queue, "REMOVE #stopping", "#w = :me", {"#w": "watcher", "#stopping": "stopping"}, {":me": {"S": owner}}
         )
 
-    def renew_watch(self, queue: str, owner: str, until_ms: int) -> WakeRecord | None:
+    def renew_watch(self, queue: str, owner: str, until_ms: int, *, read_reuse: bool = False) -> WakeRecord | None:
         """Move the watch on; ``None`` if ``owner`` no longer watches (its lease lapsed and another took over).
 
         A watch that had lapsed is revived, and a wake-up claimed meanwhile is cleared with it: producers trust the
         live watcher from here on, and a ``wakeSent`` left behind would tell them, once this watch ends, that a
-        wake-up is in flight when its worker has come and gone (or is a helper here)."""
+        wake-up is in flight when its worker has come and gone (or is a helper here). ``read_reuse``: producers may
+        reuse a read of the record from now on (``taskqueue.core.handshake.reuse_allows``; cleared when the watch ends)."""
         return self._conditional(
-            queue, "SET #until = :until REMOVE #sent", "#w = :me",
-            {"#w": "watcher", "#until": "watchUntil", "#sent": "wakeSent"},
-            {":me": {"S": owner}, ":until": _n(until_ms)},
+            queue, "SET #until = :until" + (", #reuse = :true" if read_reuse else "") + " REMOVE #sent", "#w = :me",
+            {"#w": "watcher", "#until": "watchUntil", "#sent": "wakeSent"} | ({"#reuse": "readReuse"} if read_reuse else {}),
+            {":me": {"S": owner}, ":until": _n(until_ms)} | ({":true": {"BOOL": True}} if read_reuse else {}),
         )
 
     def unwatch(self, queue: str, owner: str, seq: int | None) -> bool:
@@ -107,9 +108,9 @@ class WakeRecords(QueueTable):
         written). ``False``: a producer touched the record since (or ``owner`` no longer watched)."""
         condition = "#w = :me" + (" AND #seq = :seq" if seq is not None else "")
         values = {":me": {"S": owner}} | ({":seq": _n(seq)} if seq is not None else {})
-        names = {"#w": "watcher", "#until": "watchUntil", "#looks": "indexLooks", "#stopping": "stopping"} | (
-            {"#seq": "seq"} if seq is not None else {})
-        return self._conditional(queue, "REMOVE #w, #until, #looks, #stopping", condition, names, values) is not None
+        names = {"#w": "watcher", "#until": "watchUntil", "#looks": "indexLooks", "#stopping": "stopping",
+                 "#reuse": "readReuse"} | ({"#seq": "seq"} if seq is not None else {})
+        return self._conditional(queue, "REMOVE #w, #until, #looks, #stopping, #reuse", condition, names, values) is not None
 
     def _conditional(
         self, queue: str, update: str, condition: str, names: Mapping[str, str], values: Mapping[str, AttributeValue]
@@ -148,6 +149,7 @@ def wake_record_of(item: Mapping[str, Any]) -> WakeRecord:
         has_groups=bool(item.get("hasGroups", {}).get("BOOL", False)),
         index_looks=bool(item.get("indexLooks", {}).get("BOOL", False)),
         stopping_ms=number("stopping"),
+        read_reuse=bool(item.get("readReuse", {}).get("BOOL", False)),
     )
 
 

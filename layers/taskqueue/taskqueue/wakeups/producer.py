@@ -21,6 +21,8 @@ watcher must see the write) but claims nothing: ``failed``, cause ``no-topic``.
 
 from __future__ import annotations
 
+import weakref
+
 from aws_lambda_powertools import Logger
 from botocore.exceptions import ClientError
 
@@ -30,8 +32,10 @@ from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.handshake import (
     WAKE_IN_FLIGHT_SECONDS,
     ProducerStep,
+    WakeRecord,
     lapse_suspected,
     producer_step,
+    reuse_allows,
     touch_needed,
 )
 from taskqueue.store import TaskStore
@@ -127,6 +131,11 @@ def _api_name(operation: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in operation.split("_")) if operation else "?"
 
 
+# Per store (one per process, as a handler's or a client's services hold it): per queue, the last read of its record
+# that a watcher let producers reuse, and when that read began (monotonic s); ``reuse_allows`` says for how long.
+_REUSABLE_READS: weakref.WeakKeyDictionary[TaskStore, dict[str, tuple[WakeRecord, float]]] = weakref.WeakKeyDictionary()
+
+
 class ProducerHandshake:
     """``log_failures``: log each failed wake-up as a warning (the handlers do); the producer client logs one per
     cause itself."""
@@ -158,7 +167,17 @@ class ProducerHandshake:
             # A strongly consistent read first (a fifth of a write's price): a live watcher that looks at the index
             # itself and has not begun to stop sees this write before it can stop, so no touch is needed (issue 29;
             # ``touch_needed``). Otherwise the touch decides, as it always did.
-            if not touch_needed(self._store.read_wake_record(queue), self._clock.now_ms()):
+            reads = _REUSABLE_READS.setdefault(self._store, {})
+            reused = reads.get(queue)
+            if reused is not None and reuse_allows(*reused, self._clock.monotonic(), self._clock.now_ms()):
+                return WakeUp(ProducerStep.WATCHED.value)  # a read this process made less than READ_REUSE_SECONDS ago
+            read_started = self._clock.monotonic()
+            seen = self._store.read_wake_record(queue)
+            if seen.read_reuse:
+                reads[queue] = (seen, read_started)
+            else:
+                reads.pop(queue, None)
+            if not touch_needed(seen, self._clock.now_ms()):
                 return WakeUp(ProducerStep.WATCHED.value)
             record = self._store.touch_wake_record(queue)
             step = producer_step(record, self._clock.now_ms())

@@ -23,6 +23,7 @@ from taskqueue.core.clock import Clock
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.handshake import (
     INDEX_LAG_ALLOWANCE_SECONDS,
+    READ_REUSE_SECONDS,
     WATCH_LEASE_SECONDS,
     WATCH_RENEW_SECONDS,
     WakeRecord,
@@ -113,6 +114,8 @@ class Watch:
         # (seq, when this run first read it, on its own clock): the stop rule's bound on a skewed producer's lastWrite.
         self._seq_first_read: tuple[int, int] = (-1, 0)
         self.latest = WakeRecord()  # the newest record this run has read (any read): what it knows was written
+        # Read reuse (``allow_read_reuse``): once asked of a renewal, this watch's stop and end wait READ_REUSE_SECONDS more.
+        self.read_reuse_wanted = self._read_reuse_on = False
 
     def begin(self) -> bool:
         """Watch the queue if no other live worker does; ``False``: this run is a helper."""
@@ -142,8 +145,13 @@ class Watch:
             self.seen.watch_until_ms, self._clock.now_ms(), self._lease, self._renew
         ):
             return
+        self._renew_watch()
+
+    def _renew_watch(self) -> None:
         try:
-            record = self._store.renew_watch(self._queue, self._owner, self._until())
+            # Counted on before the write: a renewal that landed but whose answer was lost still allowed reuse.
+            self._read_reuse_on = self._read_reuse_on or self.read_reuse_wanted
+            record = self._store.renew_watch(self._queue, self._owner, self._until(), read_reuse=self.read_reuse_wanted)
         except TaskQueueError as exc:  # the next look tries again; the lease still has half its time
             if not self._refused("renewing the watch", exc, "trying again at the next look"):
                 raise
@@ -155,6 +163,17 @@ class Watch:
             # Not ``latest``: a write the renewal shows has not been looked for yet (``arrivals`` reports it).
             self._tell(record)
             self.seen = record
+
+    def allow_read_reuse(self) -> None:
+        """Producers may reuse their reads of the record (the worker's call: its run claims fast); a renewal says so
+        at once (``readReuse``; one write a watch: a fast burst may be over by the next renewal)."""
+        if self.looks_at_index and not self.read_reuse_wanted:
+            self.read_reuse_wanted = True
+            if self.watching and self.seen is not None:
+                self._renew_watch()
+
+    def _reuse_ms(self) -> int:  # how much later a stop's or an end's last look begins once reads may be reused
+        return int(READ_REUSE_SECONDS * 1000) if self._read_reuse_on else 0
 
     def unseen_write(self) -> bool:
         """Has a record this run read (a renewal's) shown a write it has not looked at the index for yet?"""
@@ -251,7 +270,7 @@ class Watch:
                     return self._lost_stop()
                 self._tell(marked)
                 self._stop_marked = (self.seen.seq, self._clock.now_ms())
-            stop_due = self._stop_marked[1] + int(self._lag * 1000)
+            stop_due = self._stop_marked[1] + int(self._lag * 1000) + self._reuse_ms()
             if look_started_ms < stop_due:
                 return LookAgain(stop_due)
         try:
@@ -304,7 +323,7 @@ class Watch:
         producer made without a touch while it watched (such a write came before the read that found the watch, so
         before the watch ended)."""
         if self.looks_at_index and self._unwatched_ms is not None:
-            left = (self._unwatched_ms + int(self._lag * 1000) - self._clock.now_ms()) / 1000
+            left = (self._unwatched_ms + int(self._lag * 1000) + self._reuse_ms() - self._clock.now_ms()) / 1000
             if left > 0:
                 self._clock.sleep(left)
 
@@ -323,6 +342,7 @@ class Watch:
             self.latest = record
 
     def _tell(self, record: WakeRecord) -> None:
+        self._read_reuse_on = self._read_reuse_on or (record.read_reuse and record.watcher == self._owner)
         if record.seq > self._seq_first_read[0]:  # a stale (eventually consistent) read tells nothing new
             self._seq_first_read = (record.seq, self._clock.now_ms())
         if self._on_record is not None:

@@ -29,7 +29,7 @@ from aws_lambda_powertools import Logger
 
 from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import ConfigError, TaskQueueError, TaskTooLong
-from taskqueue.core.handshake import WakeRecord
+from taskqueue.core.handshake import READ_REUSE_MIN_CLAIMS_PER_SECOND, WakeRecord
 from taskqueue.core.run_time import InvocationTime, too_long_message
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.wake_schedule import WAIT_HORIZON_SECONDS, worth_waiting
@@ -187,7 +187,8 @@ class Worker:
         control.join(claim_seconds, eager=False)
         if not report.watched:
             control.join_now(settle=True)
-        deadline = self._clock.monotonic() + claim_seconds
+        started = self._clock.monotonic()
+        deadline = started + claim_seconds
         lingering = Lingering(watch, self._clock, self._settings.worker_linger_seconds)
         look_started_ms: int | None = None
         # The start of a look that saw the whole queue (fewer entries than it asked for) and claimed all of it: a look
@@ -347,6 +348,9 @@ class Worker:
                     )
                     running[pool.submit(self._run_one, lease, report)] = lease
                 slots_held.keep(slots or [])
+                if claimed_now and not watch.read_reuse_wanted and report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND and (
+                        report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND * (self._clock.monotonic() - started)):
+                    watch.allow_read_reuse()  # a fast queue: producers may reuse their reads of its record
                 if free == 0 and len(order) > claimed_now:
                     self._help(queue, control, report)
                 held_back = fair.held_back_for() is not None  # groups at a limit: their work is not seen, wait for it
