@@ -272,7 +272,7 @@ class WorkFinding(GroupRing):
                 # Its worker died and its ttl passed: back to PENDING (or FAILURE on its last attempt), then shed.
                 if shed and self.recover_in_look(entry, now_ms) is TaskStatus.PENDING:  # type: ignore[attr-defined]
                     self.shed(entry, now_ms)
-            elif is_claimable(entry.ttl, entry.not_before_ms if not entry.leased else None, now_ms):
+            elif is_claimable(entry.ttl, entry.not_before_ms, now_ms):
                 yield entry  # a leased one's worker died: ``claim`` recovers it first
             elif entry.ttl <= now_ms // 1000 and shed:
                 self.shed(entry, now_ms)

@@ -27,8 +27,9 @@ from typing import Any
 
 from taskqueue.core import fairness, keys
 from taskqueue.core.fairness import DEFAULT_GROUP, GroupLimits
+from taskqueue.core.states import TaskStatus
 from taskqueue.store.counts import Counts
-from taskqueue.store.table import _BATCH_GET_LIMIT, READY_INDEX, _key, candidate_of, is_claimable
+from taskqueue.store.table import _BATCH_GET_LIMIT, READY_INDEX, _key, candidate_of, is_claimable, lease_filter
 
 CAP = 1000  # entries read per group partition, at most
 RING_CAP = 1000  # ring entries read per shard, at most
@@ -159,18 +160,15 @@ class GroupViews(Counts):
         partition held more (a dead worker's task further down is not counted until a look recovers it)."""
         found: Counter[str] = Counter()
         complete = True
-        for shard in range(self._settings.queue_shards):
-            partitions = [keys.ready_key(queue, shard)]
-            partitions += [fairness.group_ready_key(queue, shard, e.group) for e in self.whole_ring(queue, shard)]
-            for partition in partitions:
-                response = self._call(
-                    "query", TableName=self._table, IndexName=READY_INDEX, KeyConditionExpression="readyKey = :k",
-                    FilterExpression="attribute_exists(notBefore)", ProjectionExpression="taskId",
-                    ExpressionAttributeValues={":k": {"S": partition}}, ScanIndexForward=False, Limit=cap,
-                )
-                group = fairness.group_of_partition(partition)
-                found[DEFAULT_GROUP if group is None else group] += len(response.get("Items", []))
-                complete = complete and "LastEvaluatedKey" not in response
+        for partition in self._partitions(queue, TaskStatus.TAKEN)[3]:  # the ready partitions, every group's
+            response = self._call(
+                "query", TableName=self._table, IndexName=READY_INDEX, KeyConditionExpression="readyKey = :k",
+                ProjectionExpression="taskId", ExpressionAttributeValues={":k": {"S": partition}},
+                ScanIndexForward=False, Limit=cap, **lease_filter(READY_INDEX, partition, TaskStatus.TAKEN),
+            )
+            group = fairness.group_of_partition(partition)
+            found[DEFAULT_GROUP if group is None else group] += len(response.get("Items", []))
+            complete = complete and "LastEvaluatedKey" not in response
         return found, complete
 
     def _group_settings_items(self, queue: str, groups: Iterable[str]) -> dict[str, Mapping[str, Any]]:

@@ -18,7 +18,7 @@ from taskqueue.core.errors import ConditionFailed, InvalidTaskInput, InvalidTran
 from taskqueue.core.model import Task, from_item
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.dynamo import ConditionLost
-from taskqueue.store.table import READY_INDEX, STATUS_INDEX, AttributeValue, QueueTable, _key
+from taskqueue.store.table import READY_INDEX, STATUS_INDEX, AttributeValue, QueueTable, _key, lease_filter
 
 
 class OperatorOperations(QueueTable):
@@ -246,10 +246,6 @@ class OperatorOperations(QueueTable):
             index, hash_name = STATUS_INDEX, "statusKey"
             partitions = [keys.status_key(queue, status.value, n) for n in shards]
         for partition in partitions:
-            lease_filter = {}
-            if index == READY_INDEX and not fairness.is_delayed_partition(partition):  # its lease marks a running task
-                lease_filter["FilterExpression"] = (
-                    "attribute_exists(notBefore)" if status is TaskStatus.TAKEN else "attribute_not_exists(notBefore)")
             for item in self._query_all(
                 IndexName=index,
                 KeyConditionExpression="#h = :h",
@@ -257,7 +253,7 @@ class OperatorOperations(QueueTable):
                 ExpressionAttributeValues={":h": {"S": partition}},
                 ProjectionExpression="taskId",
                 limit=2**62,
-                **lease_filter,
+                **lease_filter(index, partition, status),
             ):
                 yield item["taskId"]["S"]
 

@@ -21,6 +21,7 @@ from taskqueue.store.table import (
     STATUS_INDEX,
     candidate_of,
     is_claimable,
+    lease_filter,
 )
 
 
@@ -126,10 +127,7 @@ class Reading(GroupRing):
                 "ScanIndexForward": False,
                 "Limit": limit,
             }
-            if index == READY_INDEX and not fairness.is_delayed_partition(partition):  # a lease marks a running task
-                kwargs["FilterExpression"] = (
-                    "attribute_exists(notBefore)" if status is TaskStatus.TAKEN else "attribute_not_exists(notBefore)"
-                )
+            kwargs.update(lease_filter(index, partition, status))
             if start:
                 kwargs["ExclusiveStartKey"] = start
             items: list[dict[str, Any]] = []
@@ -300,10 +298,7 @@ class Reading(GroupRing):
             "ExpressionAttributeValues": {":h": {"S": partition}},
             "Select": "COUNT",
         }
-        if index == READY_INDEX and not fairness.is_delayed_partition(partition):  # a lease marks a running task
-            kwargs["FilterExpression"] = (
-                "attribute_exists(notBefore)" if status is TaskStatus.TAKEN else "attribute_not_exists(notBefore)"
-            )
+        kwargs.update(lease_filter(index, partition, status))
         return count_all(self._call, "query", kwargs)
 
     def _count_scan(self, queue: str, status: TaskStatus) -> int:

@@ -368,6 +368,15 @@ def candidate_of(item: Mapping[str, Any], queue: str, shard: int) -> Candidate:
     )
 
 
+def lease_filter(index: str, partition: str, status: TaskStatus) -> dict[str, str]:
+    """The query filter that tells a ready partition's running tasks (their lease marked as ``notBefore``,
+    taskqueue.core.keys) from its waiting ones: TAKEN keeps the marked entries, any other state the others. None for a
+    delayed partition (every entry waits) or another index."""
+    if index != READY_INDEX or fairness.is_delayed_partition(partition):
+        return {}
+    return {"FilterExpression": "attribute_exists(notBefore)" if status is TaskStatus.TAKEN else "attribute_not_exists(notBefore)"}
+
+
 def is_claimable(ttl: int, not_before_ms: int | None, now_ms: int) -> bool:
     """A task may be claimed only before its ttl (epoch s) and at or after its not-before time (epoch ms)."""
     return ttl > now_ms // 1000 and (not_before_ms is None or not_before_ms <= now_ms)
