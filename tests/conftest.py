@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +39,29 @@ from tests import dynamodb_local  # noqa: E402
 from tests.support import FakeClock, create_queue_table  # noqa: E402
 
 TABLE = "test-queue-table"
+
+
+def _serialize_in_process_moto() -> None:
+    """One request at a time into in-process moto, as DynamoDB applies each request whole: moto is not thread-safe,
+    and a worker's runner threads record outcomes while its loop queries (a query deep-copying an item another
+    thread is updating failed with "dictionary changed size during iteration"). The serialized server
+    (local/emulator/server.py) does the same for the tests that run processes against one emulator."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    if getattr(BotocoreStubber, "_serialized", False):
+        return
+    lock = threading.RLock()
+    unlocked = BotocoreStubber.process_request
+
+    def process_request(self, request):  # type: ignore[no-untyped-def]
+        with lock:
+            return unlocked(self, request)
+
+    BotocoreStubber.process_request = process_request  # type: ignore[method-assign]
+    BotocoreStubber._serialized = True  # type: ignore[attr-defined]
+
+
+_serialize_in_process_moto()
 # moto resets boto3's default session at each mock_aws by default, so every test reloaded botocore's service
 # models (about 50 ms a client): kept across tests. Credentials and endpoints are still read from the environment.
 # Nor does it put its own credentials in the environment: a client keeps the worker's access key id (the session

@@ -91,6 +91,25 @@ def test_a_retry_is_announced_and_claimed_when_due_and_the_head_is_raised_after(
     assert record.delayed_seq == 1 and record.delayed_head_ms is None  # announced, then raised once it was done
 
 
+def test_a_due_entry_the_looks_pass_over_is_searched_for_again_only_every_few_seconds(store, clock):
+    # LIFO: an old delayed task, due, waits behind newer work. Every look reads the delayed partition (the entry may
+    # be claimable now), but the search for the next head (every delayed partition of the queue, a page each) found
+    # the same due entry each time: it is made again only after DUE_REFRESH_SECONDS (before: after every look).
+    worker_store, client = recorded(store, page_size=5)
+    (old,) = create(worker_store, clock, delaySeconds=1)
+    clock.advance(5.0)
+    create(worker_store, clock, 30)
+    claimed = []
+    report = Worker(worker_store, lambda task: claimed.append(task.task_id), capacity=1, owner="w", clock=clock).run("work", 30)
+    assert report.succeeded == 31 and claimed[-1] == old  # newest first: the old task last
+    delayed = [kw for op, kw in client.requests
+               if op == "query" and kw["ExpressionAttributeValues"][":k"]["S"].endswith("#delayed")]
+    looks = [kw for kw in delayed if ":until" in kw["ExpressionAttributeValues"]]
+    searches = [kw for kw in delayed if ":until" not in kw["ExpressionAttributeValues"]]
+    assert len(looks) >= 20
+    assert len(searches) <= 3, len(searches)  # the first, and after the old task was claimed
+
+
 def test_a_raise_waits_for_the_index_and_loses_to_a_writer_in_between(store, clock):
     (task_id,) = create(store, clock, delaySeconds=60)
     seen = store.read_wake_record("work")

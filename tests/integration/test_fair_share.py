@@ -5,6 +5,7 @@ kept by producers and workers, per-group concurrency (8 workers at once, 0 viola
 from __future__ import annotations
 
 import dataclasses
+import queue
 import threading
 import time
 import uuid
@@ -99,6 +100,45 @@ def test_a_worker_serves_quiet_groups_before_the_noisy_groups_backlog(store, clo
     # Every quiet group's task is among the first 10 claims (one round of the ring), and noisy's share is a turn each.
     assert {f"quiet-{g}" for g in range(9)} <= set(served[:10])
     assert served.count("noisy") <= 3
+
+
+def test_a_free_slot_goes_to_a_group_holding_none_before_the_next_group_on_the_ring(store, clock):
+    """Round-robin from the cursor would give the slot to the busy group (next on the ring after the group just served);
+    it already runs a task of this worker's, the other group none: the other group's task is claimed first."""
+    served, busy, other = sorted(["tenant-a", "tenant-b", "tenant-c"], key=fairness.ring_sort)
+    create(store, clock.now_ms(), 3, group=busy)
+    started: queue.Queue = queue.Queue()
+    release: dict[str, threading.Event] = {}
+
+    def runner(task):
+        done = release.setdefault(task.task_id, threading.Event())
+        started.put(task)
+        assert done.wait(10)
+
+    worker = Worker(store, runner, capacity=2, owner="w", clock=clock)
+    run = threading.Thread(target=worker.run, args=("work", 60))
+    run.start()
+    try:
+        first, second = started.get(timeout=10), started.get(timeout=10)
+        assert first.group == second.group == busy
+        create(store, clock.now_ms(), 1, group=served)
+        release[first.task_id].set()
+        third = started.get(timeout=10)
+        assert third.group == served  # the walk from the busy group wraps to it
+        create(store, clock.now_ms(), 1, group=other)
+        release[third.task_id].set()
+        fourth = started.get(timeout=10)
+        assert fourth.group == other, "the busy group, which holds a slot, was served before a group holding none"
+    finally:
+        for task_id in list(release):
+            release[task_id].set()
+        while run.is_alive():
+            try:
+                task = started.get(timeout=0.2)
+                release.setdefault(task.task_id, threading.Event()).set()
+            except queue.Empty:
+                pass
+        run.join()
 
 
 def test_without_groups_the_queue_is_served_as_before_and_reads_no_ring(store, clock):

@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from taskqueue.core import fairness
 from taskqueue.store import TaskStore
 from taskqueue.work.worker import Worker
 from tests.integration.test_delayed_head import create, recorded
@@ -49,6 +50,19 @@ def test_a_short_queue_is_read_whole_in_one_request(store, clock):
     create(reader, clock, 3)
     found, _ = reader.look("work", 10)
     assert len(found) == 3 and len(ready_queries(client)) == 1
+
+
+def test_a_look_over_groups_reads_the_busy_group_once_when_the_others_are_empty(store, clock):
+    # Each group's read asks for what the look still misses: the busy group fills the look's later rounds from its
+    # first page (before: a fair part of the look, one entry here, and one more request per round).
+    reader, client = recorded(store)
+    create(reader, clock, 6, group="busy")
+    found, _ = reader.look("work", 3)
+    assert [c.group for c in found] == ["busy"] * 3
+    busy = fairness.group_ready_key("work", 0, "busy")
+    limits = [kw["Limit"] for op, kw in client.requests
+              if op == "query" and kw["ExpressionAttributeValues"][":k"]["S"] == busy]
+    assert limits == [3]
 
 
 def test_a_lone_worker_draining_a_backlog_reads_each_look_in_one_request(store, clock):

@@ -3,6 +3,8 @@ round-robin merge and rate windows."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -55,12 +57,6 @@ def test_round_robin_takes_one_of_each_in_turn_and_loses_nothing(sizes):
         assert [x for x in merged if x[0] == source] == items
 
 
-def test_a_fair_part_of_a_look_is_at_least_one():
-    assert fairness.per_group_page(10, 3) == 4
-    assert fairness.per_group_page(10, 0) == 10
-    assert fairness.per_group_page(1, 25) == 1
-
-
 @given(now=st.integers(0, 10**13), period=st.sampled_from([0.5, 1.0, 10.0, 60.0]))
 def test_rate_windows_are_fixed_and_the_next_one_starts_after_now(now, period):
     window = fairness.rate_window(now, period)
@@ -86,3 +82,21 @@ def test_limits_check_their_ranges_and_pauses():
         GroupLimits(concurrency=0)
     with pytest.raises(InvalidTaskInput, match="period"):
         GroupLimits(rate=1, period_seconds=0)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.integers(0, 99)), max_size=12),
+       st.lists(st.sampled_from(["a", "b", "c", None]), max_size=6))
+def test_fewest_running_first_orders_by_running_and_keeps_the_looks_order_among_equals(candidates, running):
+    ordered = fairness.fewest_running_first(candidates, lambda c: c[0], running)
+    counts = Counter(running)
+    assert Counter(ordered) == Counter(candidates)  # nothing lost or added
+    assert [counts[c[0]] for c in ordered] == sorted(counts[c[0]] for c in candidates)
+    for n in set(counts[c[0]] for c in candidates):
+        assert [c for c in ordered if counts[c[0]] == n] == [c for c in candidates if counts[c[0]] == n]
+
+
+def test_a_group_holding_no_slot_comes_before_one_holding_some():
+    look = [("busy", 1), ("quiet", 1), ("busy", 2), (None, 1)]
+    assert fairness.fewest_running_first(look, lambda c: c[0], ["busy", "busy", None]) == [
+        ("quiet", 1), (None, 1), ("busy", 1), ("busy", 2)]
+

@@ -17,10 +17,10 @@ A queue's name and a group's name hold no ``#`` (both validated), so a partition
 
 from __future__ import annotations
 
-import math
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -168,9 +168,13 @@ def ring_from(entries: Sequence[RingEntry], after: str | None) -> list[RingEntry
     return later + [e for e in entries if e.sort <= after]
 
 
-def per_group_page(wanted: int, groups: int) -> int:
-    """How many entries to read from each of ``groups`` sources for a look of ``wanted``: a fair part, at least one."""
-    return max(1, math.ceil(wanted / max(1, groups)))
+def fewest_running_first(candidates: Sequence[T], group_of: Callable[[T], str | None],
+                         running: Iterable[str | None]) -> list[T]:
+    """``candidates`` (a look's, round-robin across groups) with the groups that have fewer tasks running first, the
+    look's order kept among equals: a free slot goes to a quiet group's task before the next of a group that already
+    holds slots, as SQS fair queues serve a tenant with few messages in flight before one with many."""
+    counts = Counter(running)
+    return sorted(candidates, key=lambda c: counts[group_of(c)])
 
 
 def round_robin(sources: Iterable[Iterator[T]]) -> Iterator[T]:

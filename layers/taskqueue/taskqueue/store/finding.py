@@ -123,15 +123,16 @@ class WorkFinding(GroupRing):
                 *(self._partition(queue, shard, None, now_ms, limit, shed, delayed, need) for shard in shard_list),
                 reverse=True,
             )
-        sources = sum(len(entries) or 1 for entries in turns.values())
-        share = need.share(sources) if need is not None else None
+        # Each group's read asks for what the look still misses, not a fair part of it: index entries are small (some
+        # 25 fit a 4 KB read unit), so a few more cost nothing, and the group that has the work (the busy one, when the
+        # others are empty) fills the look's later rounds from its first page instead of one request per round.
         streams: list[Iterator[Candidate]] = []
         for shard, entries in turns.items():
             for entry in entries or [None]:
                 if entry is None:
-                    streams.append(self._partition(queue, shard, None, now_ms, limit, shed, delayed, share))
+                    streams.append(self._partition(queue, shard, None, now_ms, limit, shed, delayed, need))
                 else:
-                    stream = self._partition(queue, shard, entry.group, now_ms, limit, shed, delayed, share)
+                    stream = self._partition(queue, shard, entry.group, now_ms, limit, shed, delayed, need)
                     streams.append(self._or_off_ring(queue, entry, stream, now_ms) if shed else stream)
         return fairness.round_robin(streams)
 
@@ -351,20 +352,6 @@ class _Need:
 
     def page(self) -> int:
         return max(1, min(MAX_QUERY_LIMIT, self.left))
-
-    def share(self, sources: int) -> _Share:
-        return _Share(self, sources)
-
-
-class _Share:
-    """A look's need split over ``sources`` groups served round-robin: each group's read asks for its fair part."""
-
-    def __init__(self, need: _Need, sources: int) -> None:
-        self._need = need
-        self._sources = sources
-
-    def page(self) -> int:
-        return min(MAX_QUERY_LIMIT, fairness.per_group_page(self._need.left, self._sources))
 
 
 @dataclass(frozen=True)

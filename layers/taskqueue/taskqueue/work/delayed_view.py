@@ -16,6 +16,12 @@ from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS
 from taskqueue.store import Candidate, FairTurn, TaskStore
 from taskqueue.work.claim_control import ClaimControl
 
+# A look that read the delayed partitions and got no delayed entry refreshes the head (``refresh``: every delayed
+# partition of the queue, one per group on the ring). When the last refresh found an entry due already, which the looks
+# keep passing over (an old retry behind newer work in a LIFO queue, a paused group's retry), the next refresh would
+# find the same entry: it is made again only after this long. Meanwhile the looks read the delayed partitions anyway.
+DUE_REFRESH_SECONDS = 2.0
+
 
 class DelayedView:
     def __init__(self, store: TaskStore, control: ClaimControl, clock: Clock) -> None:
@@ -45,9 +51,17 @@ class DelayedView:
         candidates, skipped = self._store.look(
             self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards, skip=skip, fair=fair
         )
-        if query_delayed and not any(c.delayed for c in candidates):
+        if query_delayed and not any(c.delayed for c in candidates) and not self._due_found_lately(look_ms):
             self.refresh()
         return candidates, skipped
+
+    def _due_found_lately(self, now_ms: int) -> bool:
+        """The last refresh, less than DUE_REFRESH_SECONDS ago, found an entry due already (and no delayed entry was
+        claimed since, which could have been it)."""
+        if self._found is None or self._dirty:
+            return False
+        at, found = self._found
+        return found is not None and found <= at and now_ms - at < DUE_REFRESH_SECONDS * 1000
 
     def refresh(self) -> None:
         """Find the earliest delayed entry, and raise the record's head to it when the record allows."""
