@@ -51,9 +51,12 @@ from local.reports import tenants_report as figures  # noqa: E402
 SCENARIO = ROOT / "local" / "scenarios" / "tenants.json"
 QUEUE = "work"
 PY = sys.executable
-# The scenario runs: real time, then the platform's clock 2x slower than the emulator's (its request latency on this
-# loaded 2-core machine, tens to hundreds of ms, weighs half as much against the runner's 1 s tasks).
-SCALES = (1.0, 2.0)
+# The scenario runs (real seconds per platform second, TimeBudgetSeconds or None for the scenario's, label): real time;
+# the platform's clock 2x slower than the emulator's (its request latency on this loaded 2-core machine, tens to
+# hundreds of ms, weighs half as much against the runner's 1 s tasks); real time with the template's default budget
+# (60 s: the scenario's 10 s makes the demo tail-call every 10 s, and each tail call idles the runner a moment).
+RUN_CONFIGS = ((1.0, None, "real time"), (2.0, None, "platform clock x2 slower"),
+               (1.0, 60, "real time, TimeBudgetSeconds 60 (the template's default)"))
 # What follows this line in bench/results-tenants.md (the local engine's demo figures, written by hand from
 # `make demo SCENARIO=tenants`) is kept when the benchmark writes the file again.
 KEPT_MARK = "<!-- kept: the local engine's demo -->"
@@ -88,10 +91,13 @@ def _create(queue_side: Any, group: str, count: int, ttl: int, grouped: bool) ->
 # ---- run: the scenario, with groups or without ---------------------------------------------------------------------
 
 
-def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None, scale: float = 1.0) -> dict[str, Any]:
+def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None, scale: float = 1.0,
+                 budget: int | None = None) -> dict[str, Any]:
     """``scale``: real seconds per platform second (bench/common.py's ScaledClock). Above 1 the platform runs slower than
     the emulator, so each request's latency on the loaded emulator weighs 1/scale as much in platform time (closer to
-    DynamoDB's milliseconds); the runner's second, the TTL and every pause of the worker keep their platform length."""
+    DynamoDB's milliseconds); the runner's second, the TTL and every pause of the worker keep their platform length.
+    ``budget``: TimeBudgetSeconds instead of the scenario's (10 s, a tail call every 10 s for the demo; the template's
+    default is 60 s): each tail call leaves the runner idle while the run's last tasks end and the next run starts."""
     from bench.lifo_runs import ProductLifo, handlers
     from taskqueue.work.runner import FakeLegacySystem
     from tests.support import create_queue_table
@@ -125,12 +131,12 @@ def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None, sca
             with lock:
                 runs.append((started, clock.now_ms()))
 
-    budget = str(s.get("parameters", {}).get("TimeBudgetSeconds", 10))
+    budget_s = str(budget if budget is not None else s.get("parameters", {}).get("TimeBudgetSeconds", 10))
     worker_client = client_for(endpoint, pool=capacity + 4)
     meter = CostMeter(reader)
     meter.attach(worker_client)
     worker_side = ProductLifo(worker_client, table, clock, runner, ttl_seconds=ttl,
-                              RUNNER_CAPACITY=str(capacity), TIME_BUDGET_SECONDS=budget)
+                              RUNNER_CAPACITY=str(capacity), TIME_BUDGET_SECONDS=budget_s)
     arrival_side = ProductLifo(client_for(endpoint), table, clock, None, ttl_seconds=ttl)
     handlers()
     stop = threading.Event()
@@ -174,6 +180,7 @@ def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None, sca
     totals = meter.reset()
     result["worker_requests_per_run"] = {k: round(v / max(1, len(runs)), 2) for k, v in totals.requests.items()}
     return {"engine": "serialized moto server", "part": "run", "mode": mode, "seed": seed, "seconds": duration, "scale": scale,
+            "time_budget_seconds": int(budget_s),
             "ttl": ttl, "invocations": invocations, "arrival_lateness_max_s": max(late, default=0.0), **result}
 
 
@@ -408,14 +415,14 @@ def bench(quick: bool = False, out: Path | None = None) -> dict[str, Any]:
     started = time.monotonic()
     load_before = _load()
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for scale in SCALES:
-        label = "real time" if scale == 1.0 else f"platform clock x{scale:g} slower"
+    for scale, budget, label in RUN_CONFIGS:
         runs[label] = {"groups": [], "plain": []}
         for seed in seeds:
-            procs = {mode: _sub(["run", "--mode", mode, "--seed", str(seed), "--seconds", seconds, "--scale", str(scale)])
+            procs = {mode: _sub(["run", "--mode", mode, "--seed", str(seed), "--seconds", seconds, "--scale", str(scale)]
+                                + (["--budget", str(budget)] if budget else []))
                      for mode in ("groups", "plain")}
             for mode, proc in procs.items():
-                runs[label][mode] += _done(proc, f"tenants run {mode} seed {seed} scale {scale}")
+                runs[label][mode] += _done(proc, f"tenants run {mode} seed {seed} scale {scale} budget {budget}")
             print(f"[tenants] {label}, seed {seed}: " + "; ".join(
                 f"{m} quiet done {r[-1]['quiet']['done_share']:.0%} p95 {r[-1]['quiet']['claim_p95_s'] or 0:.2f}s busy "
                 f"{r[-1]['busy_share']:.0%}" for m, r in runs[label].items()), flush=True)
@@ -474,7 +481,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"(10x the runner's {s['runner']['capacity']} x {s['runner']['duration_seconds']:g} s), 9 quiet groups at "
         f"{min(v for k, v in rates.items() if k not in s['noisy']):g} tasks/s each (a third of a tenth of the runner); "
         f"TTL {s['ttl_seconds']} s (the overload scenario's); {r['seconds']:g} s of arrivals, then a drain until every "
-        f"task left is past its TTL; seeds {r['seeds']} (the same arrivals for both modes of a seed), in real time and with the platform clock 2x slower than the emulator (below), the "
+        f"task left is past its TTL; seeds {r['seeds']} (the same arrivals for both modes of a seed), in real time, with the platform clock 2x slower than the emulator, and in real time with the template's TimeBudgetSeconds (60 s, the scenario's 10 s elsewhere) (below), the "
         "product's ProcessTasks handler invoked back to back as tail calls do, on the serialized moto server; groups "
         "and plain runs of a seed at the same time, each in its own process and emulator. Medians of the seeds "
         "(min-max).", "",
@@ -551,6 +558,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--scale", type=float, default=1.0, help="run: real seconds per platform second")
+    parser.add_argument("--budget", type=int, default=None,
+                        help="run: TimeBudgetSeconds instead of the scenario's (the template's default is 60)")
     parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--rate", default="2/1", help="rate: GROUP_RATE_LIMIT N/P")
     parser.add_argument("--workers", type=int, default=8)
@@ -571,7 +580,7 @@ def main(argv: list[str] | None = None) -> None:
     endpoint = emulator.start()
     try:
         if args.part == "run":
-            results = [scenario_run(endpoint, args.mode, args.seed, args.seconds, args.scale)]
+            results = [scenario_run(endpoint, args.mode, args.seed, args.seconds, args.scale, args.budget)]
         elif args.part == "units":
             results = units_part(endpoint, args.tasks)
         elif args.part == "rate":
