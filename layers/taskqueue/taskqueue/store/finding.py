@@ -325,10 +325,7 @@ class WorkFinding(GroupRing):
             extra = 0
             response = self._call("query", **kwargs)
             for item in response.get("Items", []):
-                # moto, in process, may return an entry torn by a concurrent write (its keys already removed by a
-                # completion in a runner thread); DynamoDB never does. Such an entry has left the partition.
-                if "readySort" in item:
-                    yield candidate_of(item, queue, shard)
+                yield candidate_of(item, queue, shard)
             if "LastEvaluatedKey" not in response:
                 return
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
