@@ -476,7 +476,7 @@ def markdown(r: dict[str, Any]) -> str:
     lines = [
         "# Fair share between tenants: measured figures (issue 30)", "",
         f"Command: `{cmd}`; {r['wall_seconds'] / 60:.1f} min on {platform.node() or 'this machine'} "
-        f"(2 cores; load average before / after: {r['load'][0]} / {r['load'][1]}: a shared, loaded machine).", "",
+        f"(2 cores; load average before / after: {r['load'][0]} / {r['load'][1]}).", "",
         f"Scenario local/scenarios/tenants.json: noisy group {', '.join(s['noisy'])} at {rates[s['noisy'][0]]:g} tasks/s "
         f"(10x the runner's {s['runner']['capacity']} x {s['runner']['duration_seconds']:g} s), 9 quiet groups at "
         f"{min(v for k, v in rates.items() if k not in s['noisy']):g} tasks/s each (a third of a tenth of the runner); "
