@@ -24,6 +24,7 @@ from taskqueue.store import FairTurn, TaskStore
 from taskqueue.store.groups import DEACTIVATION_GRACE_MS
 from taskqueue.work.worker import Worker
 from tests import dynamodb_local
+from tests.integration.test_delayed_head import recorded
 from tests.support import create_queue_table
 
 pytestmark = pytest.mark.dynamodb_engines
@@ -199,6 +200,27 @@ def test_a_paused_group_is_passed_over_until_its_time_and_others_go_on(store, cl
     assert Counter(c.group for c in store.candidates("work", 10)) == {"limited-api": 2, "other": 1}
     limits = store.set_group_settings("work", "limited-api", clear=["pause"])
     assert limits.paused_until_ms is None
+
+
+def test_a_paused_groups_due_retry_does_not_keep_a_worker_looking_and_a_resume_brings_it_back(store, clock):
+    # The group answered 429: its task waits out a backoff (delayed) and the group is paused past it. A worker with
+    # nothing else to claim used to look again every 10 ms for its whole budget (3,028 queries in 10 s): the delayed
+    # head stood at the retry's due time, due, and no look could claim it.
+    worker_store, client = recorded(store)
+    (task_id,) = create(worker_store, clock.now_ms(), 1, group="limited-api", delaySeconds=1)
+    pause_end = clock.now_ms() + 30_000
+    worker_store.set_group_settings("work", "limited-api", paused_until_ms=pause_end)
+    clock.advance(2)
+    start = len(client.requests)
+    report = Worker(worker_store, lambda task: None, capacity=1, owner="w", clock=clock).run("work", 10)
+    assert report.claimed == 0 and report.stopped_by == "empty"
+    assert sum(1 for op, _ in client.requests[start:] if op == "query") < 30
+    assert worker_store.read_wake_record("work").delayed_head_ms == pause_end  # a scheduled wake-up goes there
+    worker_store.set_group_settings("work", "limited-api", clear=["pause"])
+    assert worker_store.read_wake_record("work").delayed_head_ms <= clock.now_ms()  # resumed: looked for again
+    claimed = []
+    Worker(worker_store, lambda task: claimed.append(task.task_id), capacity=1, owner="w2", clock=clock).run("work", 10)
+    assert claimed == [task_id]
 
 
 def test_a_group_rate_limit_allows_n_claims_per_window_and_the_rest_wait(store, clock):

@@ -218,14 +218,18 @@ class WorkFinding(GroupRing):
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         due: list[int] = []
         for shard in range(self._settings.queue_shards) if shards is None else shards:
-            partitions = [keys.delayed_key(queue, shard)] + [
-                fairness.group_delayed_key(queue, shard, entry.group) for entry in self.whole_ring(queue, shard)
+            # A paused group's entries are claimable from the pause's end only (a look passes the group over until
+            # then): counted from then, so that a worker does not look again and again for a retry it may not claim.
+            # Ending a pause early lowers the head (``set_group_settings``).
+            partitions = [(keys.delayed_key(queue, shard), 0)] + [
+                (fairness.group_delayed_key(queue, shard, entry.group), entry.paused_until_ms or 0)
+                for entry in self.whole_ring(queue, shard)
             ]
-            for partition in partitions:
+            for partition, paused_until_ms in partitions:
                 for entry in self._index_entries(partition, queue, shard, newest_first=False):
                     assert entry.not_before_ms is not None
                     if entry.ttl > now_ms // 1000 and entry.not_before_ms < entry.ttl * 1000:
-                        due.append(entry.not_before_ms)
+                        due.append(max(entry.not_before_ms, paused_until_ms))
                         break
         return min(due, default=None)
 
