@@ -216,6 +216,9 @@ def test_a_paused_groups_due_retry_does_not_keep_a_worker_looking_and_a_resume_b
     assert report.claimed == 0 and report.stopped_by == "empty"
     assert sum(1 for op, _ in client.requests[start:] if op == "query") < 30
     assert worker_store.read_wake_record("work").delayed_head_ms == pause_end  # a scheduled wake-up goes there
+    shorter_end = clock.now_ms() + 5_000
+    worker_store.set_group_settings("work", "limited-api", paused_until_ms=shorter_end)
+    assert worker_store.read_wake_record("work").delayed_head_ms == shorter_end  # a shortened pause: the wake-up moves
     worker_store.set_group_settings("work", "limited-api", clear=["pause"])
     assert worker_store.read_wake_record("work").delayed_head_ms <= clock.now_ms()  # resumed: looked for again
     claimed = []

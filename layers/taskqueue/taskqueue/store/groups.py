@@ -220,10 +220,11 @@ class GroupRing(QueueControls):
         )
         if paused_until_ms is not None or "pause" in clear:
             self._pause_ring_entries(queue, group, paused_until_ms)
-        if "pause" in clear or (paused_until_ms is not None and paused_until_ms <= self._clock.now_ms()):
             # A paused group's delayed entries count on the queue's delayed head from the pause's end (next_due_ms):
-            # the head may stand there. Lower it to now, so that the next look reads the delayed partitions again.
-            self.note_delayed(queue, self._clock.now_ms())  # type: ignore[attr-defined]
+            # the head may stand at the old end. Lower it to the new end (now, for a resume), so that a pause ended
+            # or shortened brings a look to the delayed partitions on time.
+            now_ms = self._clock.now_ms()
+            self.note_delayed(queue, max(now_ms, paused_until_ms or now_ms))  # type: ignore[attr-defined]
         return self._limits_of(response["Attributes"])
 
     def _pause_ring_entries(self, queue: str, group: str, until_ms: int | None) -> None:

@@ -18,8 +18,8 @@ from taskqueue.work.claim_control import ClaimControl
 
 # A look that read the delayed partitions and got no delayed entry refreshes the head (``refresh``: every delayed
 # partition of the queue, one per group on the ring). When the last refresh found an entry due already, which the looks
-# keep passing over (an old retry behind newer work in a LIFO queue, a paused group's retry), the next refresh would
-# find the same entry: it is made again only after this long. Meanwhile the looks read the delayed partitions anyway.
+# keep passing over (an old retry behind newer work in a LIFO queue), the next refresh would find the same entry: it
+# is made again only after this long. Meanwhile the looks read the delayed partitions anyway.
 DUE_REFRESH_SECONDS = 2.0
 
 

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -86,10 +87,6 @@ class WorkerReport:
     claim_ages_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
     work_remains: bool = False
-
-
-def _group_of(candidate: Candidate) -> str | None:
-    return candidate.group
 
 
 def claim_window_seconds(time_budget: float, remaining_seconds: float) -> float:
@@ -294,7 +291,7 @@ class Worker:
                     watch.resumed()  # work after a stop's first step: producers may skip their touch again
                 order = control.plan(candidates, self._capacity)
                 if fair.groups:  # a free slot to a group with fewer of this run's tasks running first
-                    order = fairness.fewest_running_first(order, _group_of, (lease.task.group for lease in running.values()))
+                    order = fairness.fewest_running_first(order, attrgetter("group"), (lease.task.group for lease in running.values()))
                 try:
                     slots = slots_held.for_claims(min(free, len(order))) if order else None
                 except TaskQueueError as exc:  # not the limit: a refused slot read or write; pause, look again
