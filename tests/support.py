@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import copy
 import functools
 import importlib.util
 import json
@@ -24,7 +23,7 @@ def template(*, billing_as_deployed: bool = True) -> dict[str, Any]:
     ``billing_as_deployed``: the tables' capacity settings resolved for the default ``BillingMode``
     (PAY_PER_REQUEST: no ProvisionedThroughput), so helpers can hand a table's properties to CreateTable as they are."""
     stat = TEMPLATE.stat()
-    tpl = copy.deepcopy(_parsed_template(stat.st_mtime_ns, stat.st_size))
+    tpl = json.loads(_parsed_template(stat.st_mtime_ns, stat.st_size))
     if billing_as_deployed:
         mode = tpl["Parameters"]["BillingMode"]["Default"]
         for resource in tpl["Resources"].values():
@@ -39,10 +38,12 @@ def template(*, billing_as_deployed: bool = True) -> dict[str, Any]:
 
 
 @functools.cache
-def _parsed_template(_mtime_ns: int, _size: int) -> dict[str, Any]:
+def _parsed_template(_mtime_ns: int, _size: int) -> str:
+    """The parse as JSON text: a copy is then a json.loads of plain dicts (0.5 ms), where a deepcopy of cfn-lint's
+    nodes took 17 ms, and table-creating fixtures ask for one each test."""
     tpl, errors = decode(str(TEMPLATE))
     assert not errors, errors
-    return tpl
+    return json.dumps(tpl)
 
 
 def create_queue_table(client: Any, name: str) -> None:

@@ -14,8 +14,12 @@ import datetime as dt
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
+
+from local.delivery.change_feed import ChangeFeed, wait_for_change
+from local.emulator.changes import SCHEDULES
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +42,16 @@ class OneTimeSchedules:
     engine's invoker of the function the ARN names; ``False`` if it names none); ``now``: the functions' clock."""
 
     def __init__(self, scheduler: Any, submit: Callable[[str, Any], bool], now: Callable[[], float],
-                 time_scale: float = 1.0) -> None:
+                 time_scale: float = 1.0, changes: ChangeFeed | None = None) -> None:
         self._scheduler = scheduler
         self._submit = submit
         self._now = now
         self._poll = POLL_SECONDS * min(1.0, max(time_scale, 0.5))
+        self._time_scale = time_scale
+        # With the emulator's change feed, the poller waits for a schedule written or the earliest one due
+        # (next_due, on the functions' clock) instead of asking every poll.
+        self._changes = changes
+        self.next_due: float | None = None
         self._done: set[tuple[str, str, str]] = set()  # (group, name, expression) fired and kept (ActionAfterCompletion NONE)
         self.fired: list[dict[str, Any]] = []  # {"name", "at", "fired_at", "target"} on the functions' clock
         self._stop = threading.Event()
@@ -55,15 +64,28 @@ class OneTimeSchedules:
         self._stop.set()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._poll):
+        started = time.monotonic()
+        while not self._stop.is_set():
+            if self._changes is None and self._stop.wait(self._poll):
+                return
+            seen = self._changes.seen(SCHEDULES) if self._changes else 0
             try:
                 self.fire_due()
             except Exception:  # noqa: BLE001 - the emulator stopping, a schedule deleted meanwhile: look again
                 log.debug("one-time schedules: look failed", exc_info=True)
+                if self._changes is not None:
+                    self._stop.wait(self._poll)
+                continue
+            if self._changes is not None:
+                # The functions' clock runs 1/time_scale as fast as the wall clock at most: never later than due.
+                deadline = (None if self.next_due is None else
+                            time.monotonic() + max(0.0, self.next_due - self._now()) * min(1.0, self._time_scale))
+                wait_for_change(self._changes, SCHEDULES, seen, self._stop, self._poll, started, deadline)
 
     def fire_due(self) -> int:
         """Fire every due one-time schedule now; how many were fired."""
         fired = 0
+        next_due: float | None = None
         for summary in self._list():
             if summary.get("State", "ENABLED") != "ENABLED":
                 continue
@@ -71,7 +93,10 @@ class OneTimeSchedules:
             schedule = self._scheduler.get_schedule(Name=name, GroupName=group)
             expression = str(schedule.get("ScheduleExpression", ""))
             at = at_seconds(expression)
-            if at is None or (group, name, expression) in self._done or self._now() < at:
+            if at is None or (group, name, expression) in self._done:
+                continue
+            if self._now() < at:
+                next_due = at if next_due is None else min(next_due, at)
                 continue
             target = schedule.get("Target") or {}
             raw = target.get("Input")
@@ -85,6 +110,7 @@ class OneTimeSchedules:
                 self._scheduler.delete_schedule(Name=name, GroupName=group)
             else:
                 self._done.add((group, name, expression))
+        self.next_due = next_due
         return fired
 
     def _list(self) -> list[dict[str, Any]]:

@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from local.delivery.async_invoker import AsyncInvoker
+from local.delivery.change_feed import ChangeFeed, wait_for_change
+from local.emulator.changes import MESSAGES
 from local.template import filter_patterns
 
 log = logging.getLogger("local.engine")
@@ -31,8 +34,10 @@ class SnsDelivery:
     in the emulator without a filter policy; one thread polls them, applies the policy with the engine's
     matcher, and submits one Lambda SNS event per message to the function's async queue."""
 
-    def __init__(self, sqs: Any, invokers: dict[str, AsyncInvoker], poll_seconds: float = 0.1) -> None:
+    def __init__(self, sqs: Any, invokers: dict[str, AsyncInvoker], poll_seconds: float = 0.1,
+                 changes: ChangeFeed | None = None) -> None:
         self.sqs = sqs
+        self.changes = changes  # with the emulator's change feed, an idle poller waits for a send instead of asking
         self.invokers = invokers
         self.subscriptions: list[SnsSubscription] = []
         self.poll_seconds = poll_seconds
@@ -47,7 +52,9 @@ class SnsDelivery:
         self._stop.set()
 
     def _loop(self) -> None:
+        started = time.monotonic()
         while not self._stop.is_set():
+            seen = self.changes.seen(MESSAGES) if self.changes else 0
             busy = False
             for sub in self.subscriptions:
                 try:
@@ -65,7 +72,7 @@ class SnsDelivery:
                     self.sqs.delete_message_batch(QueueUrl=sub.queue_url, Entries=[
                         {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
             if not busy:
-                self._stop.wait(self.poll_seconds)
+                wait_for_change(self.changes, MESSAGES, seen, self._stop, self.poll_seconds, started)
 
     def _deliver(self, sub: SnsSubscription, envelope: dict[str, Any]) -> None:
         attributes = envelope.get("MessageAttributes") or {}

@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from local.delivery.change_feed import ChangeFeed, wait_for_change
 from local.delivery.ttl import TtlRegistry, jsonable, key_of
+from local.emulator.changes import ITEMS
 from local.template.template import REGION
 
 log = logging.getLogger("local.engine")
@@ -45,8 +47,9 @@ class StreamReader:
     fans the records, in Lambda's shape, out to the mappings and observers."""
 
     def __init__(self, streams: Any, stream_arn: str, table: str, ttl: TtlRegistry, start: str = "LATEST",
-                 poll_seconds: float = 0.25) -> None:
+                 poll_seconds: float = 0.25, changes: ChangeFeed | None = None) -> None:
         self.client = streams
+        self.changes = changes  # with the emulator's change feed, an idle reader waits for a write instead of asking
         self.arn = stream_arn
         self.table = table
         self.ttl = ttl
@@ -67,7 +70,9 @@ class StreamReader:
         self._stop.set()
 
     def _loop(self) -> None:
+        started = time.monotonic()
         while not self._stop.is_set():
+            seen = self.changes.seen(ITEMS) if self.changes else 0
             got = 0
             for shard, iterator in list(self._iterators.items()):
                 if iterator is None:
@@ -92,5 +97,5 @@ class StreamReader:
                 for consume in self.consumers:
                     consume(records)
             if got < 100:
-                self._stop.wait(self.poll_seconds)
+                wait_for_change(self.changes, ITEMS, seen, self._stop, self.poll_seconds, started)
 

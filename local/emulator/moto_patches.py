@@ -1,7 +1,8 @@
-"""Patches of moto 5.2.5's DynamoDB, applied in the emulator's server process (``local/emulator/server.py``):
+"""Patches of moto 5.2.5 (DynamoDB, SNS), applied in the emulator's server process (``local/emulator/server.py``):
 ``patch_transactions`` (TransactWriteItems without copying whole tables), ``patch_comparisons`` (sorts and
-comparisons on native values) and ``patch_stream_records`` (GetRecords written without moto's generic serializer).
-Each returns its undo. Query and Scan from sorted indexes: ``local/emulator/index_reads.py``."""
+comparisons on native values), ``patch_stream_records`` (GetRecords written without moto's generic serializer)
+and ``patch_sns_signing_key`` (one key signs every subscription's messages). Each returns its undo. Query and Scan
+from sorted indexes: ``local/emulator/index_reads.py``."""
 
 from __future__ import annotations
 
@@ -289,5 +290,31 @@ def patch_stream_records() -> Callable[[], None]:
 
     def undo() -> None:
         DynamoDBStreamsHandler.get_records = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def patch_sns_signing_key() -> Callable[[], None]:
+    """One RSA key for every SNS subscription of the process, made once.
+
+    Why: moto 5.2.5 signs each SNS message it puts on a subscribed SQS queue with a 2,048-bit key of the
+    subscription's own, generated at its first message (50-100 ms of CPU). The engine subscribes a queue per
+    function subscription of every stack it starts, so each stack paid it again (py-spy: 2 % of the integration
+    tests' time). Nothing checks the signature here. Returns the undo."""
+    import functools
+
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from moto.sns.models import Subscription
+
+    original = Subscription.private_key
+
+    @functools.cache
+    def shared_key() -> rsa.RSAPrivateKey:
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    Subscription.private_key = lambda self: shared_key()  # type: ignore[method-assign]
+
+    def undo() -> None:
+        Subscription.private_key = original  # type: ignore[method-assign]
 
     return undo

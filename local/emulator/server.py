@@ -21,6 +21,9 @@ matcher concurrency test (``tests/serialized_moto.py``) and the matcher benchmar
   from the past (index lag) and enforce DynamoDB's 400 KB item-size limit; ``fault_report()`` /
   ``set_faults()`` read and replace the setting while the server runs. Clients made with
   ``client(..., faults=False)`` (``X-Local-Faults: off``) are never faulted.
+- **Changes** (``local/emulator/changes.py``): requests that can give the engine's pollers something (item writes,
+  SNS and SQS sends, scheduler writes) are counted per kind; ``GET /_local/changes?items=N&timeout=S`` waits,
+  outside the lock, until a kind passes the count given, so an idle stack's pollers ask nothing.
 
 It runs as its own process (its own GIL, so the threads that drive it do not slow it down):
 ``python -m local.emulator.server [--port N] [--record-transactions] [--no-fast-transactions] [--faults JSON]
@@ -41,8 +44,11 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, Self
+
+from local.emulator.changes import KINDS, Changes, change_kind
 
 CONTROL = "/_local/"
 
@@ -59,10 +65,19 @@ class SerializedApp:
         self.commits: list[dict[str, Any]] = []
         self.requests = 0
         self.cancelled = 0  # TransactWriteItems refused (a condition failed, a conflict, a bad request)
+        self.changes = Changes()  # for the engine's pollers: GET /_local/changes
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
         if environ.get("PATH_INFO", "").startswith(CONTROL):
             return self._control(environ, start_response)
+        kind = change_kind(environ)
+        try:
+            return self._serialized(environ, start_response)
+        finally:
+            if kind is not None:  # after the request is applied: a poller woken by it sees what it did
+                self.changes.note(kind)
+
+    def _serialized(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
         with self._lock:
             self.requests += 1
             if not environ.get("HTTP_X_AMZ_TARGET", "").endswith(".TransactWriteItems"):
@@ -85,6 +100,16 @@ class SerializedApp:
 
     def _control(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
         path = environ["PATH_INFO"][len(CONTROL):]
+        if path == "changes":  # a long wait: outside the request lock
+            query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""))
+            try:
+                seen = {kind: int(query[kind][0]) for kind in KINDS if kind in query}
+                timeout = min(float(query.get("timeout", ["0"])[0]), 60.0)
+            except ValueError:
+                start_response("400 Bad Request", [("Content-Type", "application/json")])
+                return [b'{"error": "changes: give each kind seen as an integer and timeout in seconds"}']
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [json.dumps(self.changes.wait_past(seen, timeout)).encode()]
         with self._lock:
             if path == "stats":
                 answer: Any = {"requests": self.requests, "cancelled": self.cancelled, "commits": len(self.commits),
@@ -120,7 +145,12 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
     from werkzeug.serving import make_server
 
     from local.emulator.index_reads import patch_index_reads
-    from local.emulator.moto_patches import patch_comparisons, patch_stream_records, patch_transactions
+    from local.emulator.moto_patches import (
+        patch_comparisons,
+        patch_sns_signing_key,
+        patch_stream_records,
+        patch_transactions,
+    )
     from local.faults.chain import FaultyApp
 
     if fast_transactions:
@@ -128,6 +158,7 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
         patch_comparisons()
         patch_index_reads()
         patch_stream_records()
+        patch_sns_signing_key()
     try:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler as handler
     except ImportError:  # pragma: no cover

@@ -14,6 +14,7 @@ import boto3
 from botocore.config import Config
 
 from local.delivery.async_invoker import AsyncInvoker
+from local.delivery.change_feed import ChangeFeed
 from local.delivery.destinations import Destinations
 from local.delivery.one_time_schedules import OneTimeSchedules
 from local.delivery.sandbox import FunctionPool, Invocation
@@ -45,13 +46,16 @@ class Engine:
                  endpoint_url: str | None = None, time_scale: float = 1.0, ttl_lateness: float = 2.0,
                  ttl_interval: float = 1.0, log_file: str | Path | None = None, schedules: bool = True,
                  stack: str = "taskqueue-local", faults: Faults | None = None, emulator: Emulator | None = None,
-                 seeder: Seeder | None = None, scale_clocks: bool = False, one_time_schedules: bool = True) -> None:
+                 seeder: Seeder | None = None, scale_clocks: bool = False, one_time_schedules: bool = True,
+                 change_feed: bool = True) -> None:
         """``emulator``: a configured, not yet started Emulator to run instead of the default one (the local stack
         gives a fixed port and its Lambda API). ``seeder``: puts saved items and messages into each table and queue
         right after it is created, before its stream is read (``local/engine/persist.py``). ``scale_clocks``: the functions'
         own clocks run 1/time_scale as fast too (``local/delivery/sandbox.py``), so durations the handlers read (Timeout, a
         runner's run, leases) pass as fast as the platform's; the TTL sweeper keeps that time. ``one_time_schedules``: fire
-        the EventBridge Scheduler ``at()`` schedules the functions create (``local/delivery/one_time_schedules.py``)."""
+        the EventBridge Scheduler ``at()`` schedules the functions create (``local/delivery/one_time_schedules.py``).
+        ``change_feed``: the pollers wait for the emulator's changes instead of asking at their cadence when idle
+        (``local/delivery/change_feed.py``; False: they ask, as a poller of an endpoint without the feed does)."""
         self.template_path = Path(template)
         self.overrides = dict(overrides or {})
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
@@ -82,6 +86,8 @@ class Engine:
         self.one_time: OneTimeSchedules | None = None
         self.sweepers: list[TtlSweeper] = []
         self.sns: SnsDelivery | None = None
+        self.use_change_feed = change_feed
+        self.changes: ChangeFeed | None = None
         self.ttl = TtlRegistry()
         self.invocations: list[dict[str, Any]] = []
         self.listeners: list[Callable[[str, str, Any, Invocation], None]] = []
@@ -118,6 +124,7 @@ class Engine:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             self._log_handle = self.log_file.open("a", buffering=1)
         self.ddb, self.streams, self.sns_client, self.sqs = (self.client(s) for s in ("dynamodb", "dynamodbstreams", "sns", "sqs"))
+        self.changes = ChangeFeed(self.endpoint_url).start() if self.use_change_feed and self.endpoint_url else None
         self.destinations = Destinations(self.sqs, self.sns_client)
         self.template = Template(self.template_path, self.overrides, stack=self.stack)
         self._create_resources()
@@ -135,7 +142,8 @@ class Engine:
         if self.run_schedules:
             self.start_schedules()
         if self.run_one_time:
-            self.one_time = OneTimeSchedules(self.client("scheduler"), self._submit_to, self.now, self.time_scale)
+            self.one_time = OneTimeSchedules(self.client("scheduler"), self._submit_to, self.now, self.time_scale,
+                                             self.changes)
             self.one_time.start()
         return self
 
@@ -156,6 +164,8 @@ class Engine:
             part.stop()
         if self.sns:
             self.sns.stop()
+        if self.changes:
+            self.changes.stop()
         for pool in self.pools.values():
             pool.close()
         if self.emulator:
@@ -198,7 +208,7 @@ class Engine:
             seeded = self.seeder.seed_table(self.ddb, logical, name) if self.seeder else 0
             if stream:
                 reader = StreamReader(self.streams, description["LatestStreamArn"], name, self.ttl,
-                                      "LATEST" if seeded else "TRIM_HORIZON")
+                                      "LATEST" if seeded else "TRIM_HORIZON", changes=self.changes)
                 reader.consumers.append(self.observer.consume)
                 self.readers[description["LatestStreamArn"]] = reader
         for logical in t.of_type("AWS::SNS::Topic"):
@@ -247,7 +257,7 @@ class Engine:
                                                    self.invokers[logical]))
                 else:
                     log.warning("%s.%s: event type %s is not emulated locally", logical, event_name, kind)
-        self.sns = SnsDelivery(self.sqs, self.invokers)
+        self.sns = SnsDelivery(self.sqs, self.invokers, changes=self.changes)
         self.sns.subscriptions = subscriptions
 
     def _subscribe(self, function: str, event_name: str, props: dict[str, Any]) -> SnsSubscription:

@@ -38,11 +38,13 @@ def test_a_due_schedule_invokes_its_target_with_its_input_then_is_deleted_and_a_
     schedule(scheduler, "off", "2026-11-22T11:59:00", state="DISABLED")
     assert poller.fire_due() == 1
     assert sent == [(TRIGGER, {"wakeQueue": "due"})]
+    assert poller.next_due == NOW + 5  # the change feed's poller waits for it (or a schedule written), not asking
     assert sorted(s["Name"] for s in scheduler.list_schedules()["Schedules"]) == ["later", "off"]  # DELETE after
     clock[0] = NOW + 4.9
     assert poller.fire_due() == 0  # on the engine's clock, not before its time
     clock[0] = NOW + 5
     assert poller.fire_due() == 1 and sent[-1] == (TRIGGER, {"wakeQueue": "later"})
+    assert poller.next_due is None
     assert [f["name"] for f in poller.fired] == ["due", "later"]
 
 
