@@ -10,7 +10,9 @@
 - ``schedules.py`` (with ``local/template/cron.py``): EventBridge scheduled rules; ``one_time_schedules.py``: EventBridge
   Scheduler's one-time ``at()`` schedules the functions create (fired when due, then deleted)
 - ``ttl.py``: DynamoDB TTL deletions (late, as AWS deletes them), marked on the stream as TTL's
+- ``change_feed.py``: the emulator's changes, followed so an idle poller waits instead of asking
 
-May import: ``local.template`` (function specs, account and region, filter patterns, cron). Not the emulator: it
-reaches AWS through boto3 clients the engine gives it.
+May import: ``local.template`` (function specs, account and region, filter patterns, cron), and of the emulator
+only ``local.emulator.changes`` (the names of the kinds of change its feed counts). It reaches AWS through boto3
+clients the engine gives it, and the feed over HTTP.
 """
