@@ -14,7 +14,6 @@ import logging
 import math
 import threading
 import time
-import urllib.error
 import urllib.request
 
 from local.emulator.changes import KINDS

@@ -66,21 +66,16 @@ class OneTimeSchedules:
     def _loop(self) -> None:
         started = time.monotonic()
         while not self._stop.is_set():
-            if self._changes is None and self._stop.wait(self._poll):
-                return
             seen = self._changes.seen(SCHEDULES) if self._changes else 0
+            deadline: float | None = time.monotonic()  # a failed look: look again at the next tick
             try:
                 self.fire_due()
-            except Exception:  # noqa: BLE001 - the emulator stopping, a schedule deleted meanwhile: look again
-                log.debug("one-time schedules: look failed", exc_info=True)
-                if self._changes is not None:
-                    self._stop.wait(self._poll)
-                continue
-            if self._changes is not None:
                 # The functions' clock runs 1/time_scale as fast as the wall clock at most: never later than due.
                 deadline = (None if self.next_due is None else
                             time.monotonic() + max(0.0, self.next_due - self._now()) * min(1.0, self._time_scale))
-                wait_for_change(self._changes, SCHEDULES, seen, self._stop, self._poll, started, deadline)
+            except Exception:  # noqa: BLE001 - the emulator stopping, a schedule deleted meanwhile: look again
+                log.debug("one-time schedules: look failed", exc_info=True)
+            wait_for_change(self._changes, SCHEDULES, seen, self._stop, self._poll, started, deadline)
 
     def fire_due(self) -> int:
         """Fire every due one-time schedule now; how many were fired."""
