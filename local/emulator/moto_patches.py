@@ -1,8 +1,8 @@
 """Patches of moto 5.2.5 (DynamoDB, SNS), applied in the emulator's server process (``local/emulator/server.py``):
 ``patch_transactions`` (TransactWriteItems without copying whole tables), ``patch_comparisons`` (sorts and
-comparisons on native values), ``patch_stream_records`` (GetRecords written without moto's generic serializer)
-and ``patch_sns_signing_key`` (one key signs every subscription's messages). Each returns its undo. Query and Scan
-from sorted indexes: ``local/emulator/index_reads.py``."""
+comparisons on native values), ``patch_stream_records`` (GetRecords written without moto's generic serializer),
+``patch_sns_signing_key`` (one key signs every subscription's messages) and ``patch_backend_lookup`` (the service of
+a host found once). Each returns its undo. Query and Scan from sorted indexes: ``local/emulator/index_reads.py``."""
 
 from __future__ import annotations
 
@@ -190,7 +190,6 @@ def patch_stream_records() -> Callable[[], None]:
     went there. Here the same body, in the model's member order, costs a few microseconds a record; anything the
     direct path does not know (a record with a user identity, an attribute value of no known type, pretty-printed
     responses) is left to moto's serializer. Returns the undo."""
-    import base64
     import datetime as dt
     import json
 
@@ -199,49 +198,9 @@ def patch_stream_records() -> Callable[[], None]:
     from moto.core.serialize import TimestampSerializer
     from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
+    from local.emulator.item_responses import Unknown, attribute_map, text
+
     original = DynamoDBStreamsHandler.get_records
-
-    class Unknown(Exception):
-        """Something the direct path does not write as moto would: moto's serializer writes it."""
-
-    def text(value: Any) -> Any:  # JSONSerializer._serialize_type_string
-        if value is None or isinstance(value, (dict, list)):
-            raise Unknown(value)
-        return str(value)
-
-    def blob(value: Any) -> str:  # ResponseSerializer._base64
-        if isinstance(value, str):
-            value = value.encode("utf-8")
-        if not isinstance(value, bytes):
-            raise Unknown(value)
-        return base64.b64encode(value).strip().decode("utf-8")
-
-    def attribute_value(value: Any) -> dict[str, Any]:
-        if not isinstance(value, dict) or len(value) != 1:
-            raise Unknown(value)
-        (kind, content), = value.items()
-        if content is None:
-            raise Unknown(value)
-        if kind in ("S", "N"):
-            return {kind: text(content)}
-        if kind == "B":
-            return {kind: blob(content)}
-        if kind in ("SS", "NS"):
-            return {kind: [text(v) for v in content]}
-        if kind == "BS":
-            return {kind: [blob(v) for v in content]}
-        if kind == "M":
-            return {kind: attribute_map(content)}
-        if kind == "L":
-            return {kind: [attribute_value(v) for v in content]}
-        if kind in ("NULL", "BOOL"):
-            return {kind: content}
-        raise Unknown(value)
-
-    def attribute_map(value: Any) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise Unknown(value)
-        return {name: attribute_value(v) for name, v in value.items()}
 
     def stream_record(value: dict[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -316,5 +275,30 @@ def patch_sns_signing_key() -> Callable[[], None]:
 
     def undo() -> None:
         Subscription.private_key = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def patch_backend_lookup() -> Callable[[], None]:
+    """The server's host -> service lookup remembered per host.
+
+    Why: for every request, moto 5.2.5's server (``DomainDispatcherApplication.get_backend_for_host``) lists moto's
+    package folder (``os.listdir`` and an ``isdir`` for each of ~150 entries), then tries its URL patterns one by one
+    until one matches: py-spy put 5 % of the emulator's CPU there in the 8-worker reliability scenario. The answer
+    depends on the host alone (the folder and the patterns do not change while the server runs). Returns the undo."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    original = DomainDispatcherApplication.get_backend_for_host
+    known: dict[str | None, Any] = {}
+
+    def get_backend_for_host(self: Any, host: str | None) -> Any:
+        if host not in known:  # called under the dispatcher's own lock
+            known[host] = original(self, host)
+        return known[host]
+
+    DomainDispatcherApplication.get_backend_for_host = get_backend_for_host  # type: ignore[method-assign]
+
+    def undo() -> None:
+        DomainDispatcherApplication.get_backend_for_host = original  # type: ignore[method-assign]
 
     return undo

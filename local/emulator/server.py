@@ -145,7 +145,9 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
     from werkzeug.serving import make_server
 
     from local.emulator.index_reads import patch_index_reads
+    from local.emulator.item_responses import patch_item_responses
     from local.emulator.moto_patches import (
+        patch_backend_lookup,
         patch_comparisons,
         patch_sns_signing_key,
         patch_stream_records,
@@ -159,6 +161,8 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
         patch_index_reads()
         patch_stream_records()
         patch_sns_signing_key()
+        patch_backend_lookup()
+        patch_item_responses()
     try:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler as handler
     except ImportError:  # pragma: no cover
