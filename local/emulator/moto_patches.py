@@ -1,8 +1,9 @@
 """Patches of moto 5.2.5 (DynamoDB, SNS), applied in the emulator's server process (``local/emulator/server.py``):
 ``patch_transactions`` (TransactWriteItems without copying whole tables), ``patch_comparisons`` (sorts and
 comparisons on native values), ``patch_stream_records`` (GetRecords written without moto's generic serializer),
-``patch_sns_signing_key`` (one key signs every subscription's messages) and ``patch_backend_lookup`` (the service of
-a host found once). Each returns its undo. Query and Scan from sorted indexes: ``local/emulator/index_reads.py``."""
+``patch_sns_signing_key`` (one key signs every subscription's messages) and ``patch_dispatch_lookups`` (a host's
+service and a handler's actions found once). Each returns its undo. Query and Scan from sorted indexes:
+``local/emulator/index_reads.py``."""
 
 from __future__ import annotations
 
@@ -279,16 +280,22 @@ def patch_sns_signing_key() -> Callable[[], None]:
     return undo
 
 
-def patch_backend_lookup() -> Callable[[], None]:
-    """The server's host -> service lookup remembered per host.
+def patch_dispatch_lookups() -> Callable[[], None]:
+    """Two lookups moto 5.2.5 repeats for every request, remembered: a host's service and a handler's actions.
 
-    Why: for every request, moto 5.2.5's server (``DomainDispatcherApplication.get_backend_for_host``) lists moto's
-    package folder (``os.listdir`` and an ``isdir`` for each of ~150 entries), then tries its URL patterns one by one
-    until one matches: py-spy put 5 % of the emulator's CPU there in the 8-worker reliability scenario. The answer
-    depends on the host alone (the folder and the patterns do not change while the server runs). Returns the undo."""
+    Why: the server (``DomainDispatcherApplication.get_backend_for_host``) lists moto's package folder (``os.listdir``
+    and an ``isdir`` for each of ~150 entries), then tries its URL patterns one by one until one matches; and every
+    request, in process too, lists its handler class's methods (``inspect.getmembers``) to find its action. py-spy put
+    5 % and 2 % of the emulator's CPU there in the 8-worker reliability scenario. The answers depend on the host and
+    the class alone (neither the folder, the patterns nor the classes change while the process runs). Returns the
+    undo."""
+    import functools
+
+    from moto.core import responses
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
     original = DomainDispatcherApplication.get_backend_for_host
+    original_names = responses.method_names_from_class
     known: dict[str | None, Any] = {}
 
     def get_backend_for_host(self: Any, host: str | None) -> Any:
@@ -297,8 +304,11 @@ def patch_backend_lookup() -> Callable[[], None]:
         return known[host]
 
     DomainDispatcherApplication.get_backend_for_host = get_backend_for_host  # type: ignore[method-assign]
+    # Its one caller only asks whether an action is among the names.
+    responses.method_names_from_class = functools.cache(original_names)
 
     def undo() -> None:
         DomainDispatcherApplication.get_backend_for_host = original  # type: ignore[method-assign]
+        responses.method_names_from_class = original_names
 
     return undo

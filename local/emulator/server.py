@@ -147,8 +147,8 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
     from local.emulator.index_reads import patch_index_reads
     from local.emulator.item_responses import patch_item_responses
     from local.emulator.moto_patches import (
-        patch_backend_lookup,
         patch_comparisons,
+        patch_dispatch_lookups,
         patch_sns_signing_key,
         patch_stream_records,
         patch_transactions,
@@ -161,7 +161,7 @@ def serve(host: str = "127.0.0.1", port: int = 0, *, record_transactions: bool =
         patch_index_reads()
         patch_stream_records()
         patch_sns_signing_key()
-        patch_backend_lookup()
+        patch_dispatch_lookups()
         patch_item_responses()
     try:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler as handler
