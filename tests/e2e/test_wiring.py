@@ -45,8 +45,10 @@ def test_an_idle_stack_asks_the_emulator_only_for_its_ttl_sweeps_and_delivers_th
     before, started = engine.emulator.requests, time.monotonic()
     time.sleep(3.0)  # real time idle: what is measured
     asked, seconds = engine.emulator.requests - before, time.monotonic() - started
-    sweeps = len(engine.sweepers) * seconds / engine.ttl_interval  # a Scan each, time-driven
-    assert asked <= sweeps + 4, f"{asked} requests in {seconds:.1f} s idle ({sweeps:.0f} TTL sweeps)"
+    # A Scan per sweep, time-driven: a window can hold one more sweep per sweeper than its length says, and under
+    # load a late sweep and its next come together (11 requests once in a parallel run, 6 sweeps by length).
+    sweeps = len(engine.sweepers) * (seconds / engine.ttl_interval + 1)
+    assert asked <= sweeps + 4, f"{asked} requests in {seconds:.1f} s idle (up to {sweeps:.0f} TTL sweeps)"
     assert engine.invoke("CreateTasksFunction", {"queue": "work", "count": 2}).ok
     assert engine.wait_for(lambda: engine.observer.counts().get("SUCCESS", 0) == 2, timeout=30), engine.observer.counts()
 
