@@ -6,6 +6,9 @@ server, started at a parent's first emulator, imports them once; every emulator 
 (about 0.2 s). The emulator itself is the same: ``serve`` with the same arguments, in a process of its own, its
 environment and working directory those the parent would have given ``python -m local.emulator.server``. A detached
 emulator (the local stack's, which must outlive a Ctrl-C at the terminal) is still started as its own program.
+
+As with any multiprocessing fork server, the emulator's process imports the parent's main module again: a script that
+starts an emulator keeps its work under ``if __name__ == "__main__":`` (every entry point here does).
 """
 
 from __future__ import annotations
