@@ -87,7 +87,7 @@ _share_botocore_loader()
 patch_sns_signing_key()
 # moto's generic serializer was a quarter of in-process moto's time (py-spy over tests/integration): DynamoDB's item
 # answers are written directly, byte for byte the same (tests/unit/test_local_item_responses.py), as in the emulator.
-patch_item_responses()
+UNDO_ITEM_RESPONSES = patch_item_responses()  # its undo: for the test that compares with moto's own serializer
 # Each request listed its handler's methods to find its action (1.4 % of tests/integration). Its undo: for the test.
 UNDO_DISPATCH_LOOKUPS = patch_dispatch_lookups()
 # moto resets boto3's default session at each mock_aws by default, so every test reloaded botocore's service

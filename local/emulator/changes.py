@@ -9,14 +9,14 @@ to do waits here for the next change of its kind instead of asking again (local/
 
 from __future__ import annotations
 
-import re
 import threading
 from typing import Any
+
+from local.faults.wsgi_request import signed_scope
 
 ITEMS, MESSAGES, SCHEDULES = "items", "messages", "schedules"
 KINDS = (ITEMS, MESSAGES, SCHEDULES)
 
-_CREDENTIAL = re.compile(r"Credential=[^/]+/\d+/[^/]+/([^/]+)/aws4_request")
 _ITEM_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems",
                           "ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction"})
 _MESSAGE_SENDS = frozenset({"SendMessage", "SendMessageBatch", "ChangeMessageVisibility",
@@ -32,8 +32,7 @@ def change_kind(environ: dict[str, Any]) -> str | None:
         return ITEMS if operation in _ITEM_WRITES else None
     if prefix.startswith("AmazonSQS"):
         return MESSAGES if operation in _MESSAGE_SENDS else None
-    match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
-    service = match.group(1) if match else ""
+    _, service = signed_scope(environ) or ("", "")
     if service in ("sns", "sqs"):  # the query protocol names its action in the body: any such request may send
         return MESSAGES
     if service == "scheduler" and environ.get("REQUEST_METHOD", "GET") != "GET":

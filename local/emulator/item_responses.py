@@ -5,7 +5,7 @@ under half a dozen aliases (``moto.core.serialize``). For the answers that carry
 UpdateItem, DeleteItem, Query, Scan, BatchGetItem, BatchWriteItem, TransactWriteItems -- that walk was a quarter of
 in-process moto's time in the integration tests (py-spy) and a twentieth of the emulator's. Here each answer is
 written member by member from what the handler returned; a member or value the direct path does not know (an
-attribute value of no known type, ItemCollectionMetrics, pretty-printed responses, a response transformer) leaves
+attribute value of no known type, non-empty ItemCollectionMetrics, pretty-printed responses, a response transformer) leaves
 the whole answer to moto's serializer. ``tests/unit/test_local_item_responses.py`` compares both on every
 operation. ``attribute_map`` and ``Unknown`` serve the streams' GetRecords too (``moto_patches``).
 """
@@ -155,9 +155,16 @@ def direct_body(operation: str, result: Any) -> str | None:
         return None
 
 
+def serializer_is_plain(handler: Any) -> bool:
+    """Whether moto would write ``handler``'s answer as plain JSON (no pretty-printing, no response transformer): only
+    then does a direct path write what it writes."""
+    from moto import settings
+
+    return not settings.PRETTIFY_RESPONSES and not getattr(handler, "RESPONSE_KEY_PATH_TO_TRANSFORMER", None)
+
+
 def patch_item_responses() -> Callable[[], None]:
     """Let DynamoDB's item answers skip moto's serializer (see the module's docstring). Returns the undo."""
-    from moto import settings
     from moto.core.responses import ActionResult
     from moto.dynamodb.responses import DynamoHandler, DynamoResult
 
@@ -165,8 +172,7 @@ def patch_item_responses() -> Callable[[], None]:
     original = DynamoHandler.serialized
 
     def serialized(self: Any, action_result: Any) -> Any:
-        if (type(action_result) in (ActionResult, DynamoResult) and not settings.PRETTIFY_RESPONSES
-                and not getattr(self, "RESPONSE_KEY_PATH_TO_TRANSFORMER", None)):
+        if type(action_result) in (ActionResult, DynamoResult) and serializer_is_plain(self):
             body = direct_body(self._get_action(), action_result.result)
             if body is not None:
                 headers = {"Content-Type": "application/x-amz-json-1.0"}

@@ -194,12 +194,11 @@ def patch_stream_records() -> Callable[[], None]:
     import datetime as dt
     import json
 
-    from moto import settings
     from moto.core.responses import ActionResult
     from moto.core.serialize import TimestampSerializer
     from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
 
-    from local.emulator.item_responses import Unknown, attribute_map, text
+    from local.emulator.item_responses import Unknown, attribute_map, serializer_is_plain, text
 
     original = DynamoDBStreamsHandler.get_records
 
@@ -236,7 +235,7 @@ def patch_stream_records() -> Callable[[], None]:
         if limit is None:
             limit = 1000
         result = self.backend.get_records(arn, limit)
-        if settings.PRETTIFY_RESPONSES or getattr(self, "RESPONSE_KEY_PATH_TO_TRANSFORMER", None):
+        if not serializer_is_plain(self):
             return ActionResult(result)
         try:
             body = {"Records": [record(r) for r in result["Records"]]}

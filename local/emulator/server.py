@@ -50,6 +50,8 @@ from collections.abc import Callable
 from typing import Any, Self
 
 from local.emulator.changes import KINDS, Changes, change_kind
+from local.emulator.warm_start import ForkedEmulator
+from local.emulator.warm_start import start as start_forked
 
 CONTROL = "/_local/"
 
@@ -217,15 +219,13 @@ class Emulator:
         self.port = port
         self.forward = dict(forward or {})
         self.detached = detached
-        self.proc: Any = None  # a ForkedEmulator (warm_start.py), or the detached one's subprocess.Popen
+        self.proc: ForkedEmulator | subprocess.Popen[str] | None = None  # Popen: the detached one
         self.url = ""
 
     def start(self, timeout: float = 30.0) -> str:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository's
         if not self.detached:  # forked from a warm process (warm_start.py); the same server, 0.5 s less CPU
-            from local.emulator.warm_start import start as start_forked
-
             faults = _server_config(self.initial_faults) if self.initial_faults is not None else None
             options = {"port": self.port, "record_transactions": self.record_transactions,
                        "fast_transactions": self.fast_transactions, "faults": faults, "forward": self.forward}

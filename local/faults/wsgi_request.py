@@ -42,14 +42,19 @@ class Request:
         return self._json
 
 
+def signed_scope(environ: dict[str, Any]) -> tuple[str, str] | None:
+    """(region, service) of a SigV4-signed request's credential scope, from its Authorization header; None unsigned."""
+    match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
+    return (match.group(1), match.group(2)) if match else None
+
+
 def read_request(environ: dict[str, Any]) -> Request:
     """Reads the body (and puts it back for the app) and what the headers say."""
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
     environ["wsgi.input"] = io.BytesIO(body)
     environ["CONTENT_LENGTH"] = str(len(body))
-    match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
-    region, service = (match.group(1), match.group(2)) if match else ("us-east-1", "")
+    region, service = signed_scope(environ) or ("us-east-1", "")
     target = environ.get("HTTP_X_AMZ_TARGET", "")
     operation = ""
     if target:

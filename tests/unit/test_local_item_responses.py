@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from moto import mock_aws
 from moto.core.responses import ActionResult
-from moto.dynamodb.responses import DynamoHandler
 from moto.server import DomainDispatcherApplication, create_backend_app
 from werkzeug.test import Client
 
@@ -30,16 +29,15 @@ TABLE = "answers"
 @pytest.fixture
 def server() -> Iterator[Client]:
     """moto as it is (tests/conftest.py patches in-process moto for every test: undone here, put back after)."""
-    patched = vars(DynamoHandler).get("serialized")
-    if patched is not None:
-        del DynamoHandler.serialized
+    from tests import conftest
+
+    conftest.UNDO_ITEM_RESPONSES()
     try:
         with mock_aws():
             create_table(boto3.client("dynamodb", region_name="us-east-1"))
             yield Client(DomainDispatcherApplication(create_backend_app))
     finally:
-        if patched is not None:
-            DynamoHandler.serialized = patched
+        conftest.UNDO_ITEM_RESPONSES = patch_item_responses()
 
 
 def create_table(client: Any) -> None:
