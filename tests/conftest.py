@@ -29,6 +29,7 @@ os.environ.update(
     }
 )
 
+from aws_lambda_powertools import Metrics  # noqa: E402
 from aws_lambda_powertools.metrics.provider import cold_start  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
@@ -440,6 +441,15 @@ def warm_execution_environment() -> None:
     invocation of a process) shows only where a test asks for a cold start, so metric totals do not depend
     on which test ran first."""
     cold_start.is_cold_start = False
+
+
+@pytest.fixture(autouse=True)
+def fresh_metrics() -> None:
+    """Every test starts with Powertools' metric set empty. Every Metrics instance shares one set, which only a flush
+    (a handler's log_metrics wrapper) empties: a handler a test drove without its wrapper (``handle``, not
+    ``lambda_handler``) left its counts to whichever test flushed next (seen on DynamoDB Local: a ProcessTasks run's
+    TasksShed 0 for queue work in a later test's Trigger invocation)."""
+    Metrics().clear_metrics()
 
 
 @pytest.fixture
