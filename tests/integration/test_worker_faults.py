@@ -17,7 +17,7 @@ from taskqueue.work.lease import LeaseLost, extend_lease
 from taskqueue.work.outcomes import RECORD_ATTEMPTS, Outcomes
 from taskqueue.work.worker import IDLE_POLL_SECONDS, Worker
 from tests.conftest import make_settings
-from tests.faults import FaultyClient, on_tasks
+from tests.faults import FaultyClient, on_item, on_tasks
 from tests.serialized_moto import SerializedMoto
 from tests.support import create_queue_table
 
@@ -48,8 +48,9 @@ def test_an_error_recording_the_outcome_is_logged_and_counted_not_dropped(dynamo
     (task_id,) = create(store, clock)
 
     def runner(task):
-        # The completion is throttled past botocore's retries, every time the worker tries.
-        client.fail("update_item", *["ThrottlingException"] * RECORD_ATTEMPTS)
+        # The completion is throttled past botocore's retries, every time the worker tries (the task's own item:
+        # the worker's loop renews its watch on the queue's record meanwhile, and took one of the faults once).
+        client.fail("update_item", *["ThrottlingException"] * RECORD_ATTEMPTS, when=on_item(task.task_id))
         return {"ok": True}
 
     report = worker(store, runner, clock).run("work", 5)
@@ -67,7 +68,8 @@ def test_a_throttled_completion_is_recorded_later_not_run_twice(dynamodb, settin
 
     def runner(task):
         runs.append(task.task_id)
-        client.fail("update_item", *["ProvisionedThroughputExceededException"] * (RECORD_ATTEMPTS - 1))
+        client.fail("update_item", *["ProvisionedThroughputExceededException"] * (RECORD_ATTEMPTS - 1),
+                    when=on_item(task.task_id))
         return {"ok": True}
 
     report = worker(store, runner, clock).run("work", 5)
