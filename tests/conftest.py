@@ -352,6 +352,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _xdist_groups(config, items)
 
 
+# The words a test module holds when some of its tests run (or show as skipped) on a DynamoDB Local run.
+ENGINE_MARKS = ("dynamodb_engines", "dynamodb_local_only", "moto_only")
+
+
+@functools.cache
+def _engine_paths(tests_dir: str) -> frozenset[str]:
+    """The test modules a DynamoDB Local run selects from (ENGINE_MODULES, MOTO_ONLY, modules naming a mark of
+    ENGINE_MARKS) and the folders holding them."""
+    root = os.path.dirname(tests_dir)
+    paths: set[str] = set()
+    for folder, _, files in os.walk(tests_dir):
+        for name in files:
+            if not (name.startswith("test_") and name.endswith(".py")):
+                continue
+            path = os.path.join(folder, name)
+            module = os.path.relpath(path, root).replace(os.sep, "/")
+            with open(path, encoding="utf-8") as source:
+                text = source.read()
+            if module in ENGINE_MODULES or module in MOTO_ONLY or any(mark in text for mark in ENGINE_MARKS):
+                paths.add(path)
+                while (path := os.path.dirname(path)) != root:
+                    paths.add(path)
+    return frozenset(paths)
+
+
+def pytest_ignore_collect(collection_path: Any, config: pytest.Config) -> bool | None:
+    """A DynamoDB Local run does not import the modules it would deselect whole (each xdist worker collecting all
+    of them took about 4 s of CPU). pytest never asks this of a path given on the command line."""
+    if engine_of(config) != "local":
+        return None
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    path = str(collection_path)
+    if not path.startswith(tests_dir + os.sep) or not (collection_path.is_dir() or path.endswith(".py")):
+        return None
+    if collection_path.is_file() and not collection_path.name.startswith("test_"):
+        return None
+    return None if path in _engine_paths(tests_dir) else True
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"dynamodb engine: {_engine_line(config)}"
 

@@ -133,7 +133,7 @@ def test_after_a_failed_record_no_later_record_takes_effect_and_a_retried_shed_c
     """Publish fails for record 2 of 4; records 3-4 are TTL sheds. The stream retries from record 2, so 3-4
     must not take effect now (they are reported failed too) and count exactly once when re-delivered."""
     sns = SnsDownFor({"calls"})
-    flaky = Services(services.settings, services.store, Notifier(sns, services.settings), services.clock)
+    flaky = Services(services.settings, services.store, Notifier(sns, services.settings, sleep=services.clock.sleep), services.clock)
     batch = [insert("1"), insert("2", queue="calls"), shed("3"), shed("4", queue="calls")]
     capsys.readouterr()
 
@@ -160,7 +160,7 @@ def test_failed_publish_is_reported_as_batch_item_failure(services, topics):
         def publish(self, **kwargs):
             raise ClientError({"Error": {"Code": "InternalError", "Message": "SNS is down"}}, "Publish")
 
-    broken = Services(services.settings, services.store, Notifier(FailingSns(), services.settings), services.clock)
+    broken = Services(services.settings, services.store, Notifier(FailingSns(), services.settings, sleep=services.clock.sleep), services.clock)
     event = load_event("trigger-stream-insert.json")
     result = run(event, broken)
     # Every record that needed the wake-up is reported, so the stream retries them: nothing is swallowed.
@@ -187,7 +187,7 @@ def test_a_tail_call_whose_wake_up_cannot_be_published_fails_the_invocation_afte
     """Lambda retries a failed asynchronous invocation (EventInvokeConfig MaximumRetryAttempts 2): the tail call
     is delivered again instead of stranding the queue until the safety net. The other queue is still woken."""
     sns = SnsDownFor({"work"})
-    flaky = Services(services.settings, services.store, Notifier(sns, services.settings), services.clock)
+    flaky = Services(services.settings, services.store, Notifier(sns, services.settings, sleep=services.clock.sleep), services.clock)
     with pytest.raises(TaskQueueError, match=r"could not wake 1 of 2 queue\(s\) \(woken: \['calls'\]\).*work"):
         run(two_queue_tail_call(), flaky)
     assert sns.refused == PUBLISH_ATTEMPTS
@@ -211,7 +211,7 @@ def test_a_tail_call_survives_publishes_refused_a_few_times(services, topics):
             return self.real.publish(**kwargs)
 
     sns = RefusesTwice()
-    flaky = Services(services.settings, services.store, Notifier(sns, services.settings), services.clock)
+    flaky = Services(services.settings, services.store, Notifier(sns, services.settings, sleep=services.clock.sleep), services.clock)
     assert run(load_event("trigger-sns-tail-call.json"), flaky) == {"woken": ["work"]}
     assert sns.calls == 3 and flaky.notifier.retries == 2
     assert topics.wakeups() == ["work"]
