@@ -387,8 +387,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _xdist_groups(config, items)
 
 
-# The words a test module holds when some of its tests run (or show as skipped) on a DynamoDB Local run.
-ENGINE_MARKS = ("dynamodb_engines", "dynamodb_local_only", "moto_only")
+# What a test module holds when some of its tests run (or show as skipped) on a DynamoDB Local run: a mark, as
+# written (``pytest.mark.dynamodb_engines`` on a test or as the module's ``pytestmark``).
+ENGINE_MARKS = ("mark.dynamodb_engines", "mark.dynamodb_local_only", "mark.moto_only")
 
 
 @functools.cache
