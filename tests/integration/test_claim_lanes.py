@@ -249,3 +249,39 @@ def test_a_slot_is_renewed_on_its_own_short_cadence_not_with_its_tasks_lease(ser
     held.done(slot)  # freed as last renewed
     assert held.held == 0 and len(store.acquire_slots("work", "other", 1)) == 1
 
+
+
+class FreesSlotsAt(FakeClock):
+    """A clock on which another worker (the run's predecessor in a hand-over) frees its slots ``after`` seconds in."""
+
+    def __init__(self, store_of: Callable[[], TaskStore], tokens: list[Any], after: float) -> None:
+        super().__init__(SystemClock().now_ms())
+        self._store_of, self._tokens, self._free_at = store_of, tokens, self.monotonic() + after
+        self.freed_ms: int | None = None
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        if self.freed_ms is None and self.monotonic() >= self._free_at:
+            for token in self._tokens:
+                assert self._store_of().free_token(token)
+            self.freed_ms = self.now_ms()
+
+
+def test_a_watcher_held_back_by_the_running_limit_reads_the_slots_again_soon_after_it_starts(server):
+    """A run started by a hand-over meets its predecessor's slots held for their last tasks: it reads them again after
+    0.1 s, then 0.2, 0.4, ... up to IDLE_POLL_SECONDS, so a slot freed 0.35 s in is taken at 0.7 s, not at 1 s."""
+    settings = new_queue(server, running_limit=2, lease_seconds=300)
+    holder = TaskStore(server.client(), settings, FakeClock(SystemClock().now_ms()))
+    tokens = holder.acquire_slots("work", "predecessor", 2)
+    assert len(tokens) == 2
+    stores: list[TaskStore] = []
+    clock = FreesSlotsAt(lambda: stores[0], tokens, after=0.35)
+    stores.append(TaskStore(server.client(), settings, clock))
+    stores[0].put_tasks(make_tasks(settings, clock.now_ms(), count=1))
+    started_ms = clock.now_ms()
+    claimed_at: list[int] = []
+    report = Worker(stores[0], lambda task: claimed_at.append(task.updated_ms), capacity=2, owner="successor",
+                    clock=clock).run("work", 3)
+    assert report.limited >= 1 and report.succeeded == 1
+    assert clock.freed_ms is not None
+    assert claimed_at[0] - started_ms <= 750  # a poll of 1 s would claim at 1,000 ms

@@ -96,6 +96,33 @@ def test_tail_calls_when_claimable_work_remains_at_the_budget(services, clock, t
     assert topics.wakeups() == ["work"]  # a tail call goes straight to WorkerWakeUpTopic
 
 
+def test_hands_over_as_claiming_stops_before_its_last_task_ends(services, clock, topics):
+    """With claimable work left at the budget, the tail call goes out as claiming stops, while the run's last task
+    still runs (the next invocation takes its slot as it frees), and only once."""
+    seed(services, clock, 5)
+    svc = Services(make_settings(topics, runner_capacity=1, time_budget_seconds=0.01), services.store, services.notifier, clock)
+    seen_while_running: list[list[str]] = []
+
+    class WaitsForTheHandOver(RecordingRunner):
+        def __call__(self, task):
+            result = super().__call__(task)
+            clock.advance(1)  # past the budget: claiming stops while this task runs
+            pause = threading.Event()
+            seen: list[str] = []
+            for _ in range(40):  # the run's loop sees the budget pass within its poll; a run without hand-over never
+                seen += topics.wakeups()  # (reading drains the probe queue)
+                if seen:
+                    break
+                pause.wait(0.05)
+            seen_while_running.append(seen)
+            return result
+
+    report = app.handle({"queue": "work"}, 120, "req-1", svc, WaitsForTheHandOver())
+    assert (report.stopped_by, report.claimed, report.work_remains, report.handed_over) == ("budget", 1, True, True)
+    assert seen_while_running == [["work"]]  # published before the task ended
+    assert topics.wakeups() == []  # and not again at the end of the run
+
+
 def test_recovers_expired_leases_before_claiming(services, clock):
     (task_id,) = seed(services, clock, 1)
     crashed = services.store.claim(services.store.candidates("work", 1)[0], "crashed-worker")

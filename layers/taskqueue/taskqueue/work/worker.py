@@ -61,6 +61,9 @@ LOST_ROUND_PAUSE_SECONDS = 0.2
 STALE_ENTRY_SECONDS = 2.0
 # A worker whose runner is full while claimable work waits wakes another worker at most this often (CLAIM_LANES > 1).
 HELP_SECONDS = 2.0
+# A watcher that finds every running-limit slot held reads the slots again after this long, doubling up to
+# IDLE_POLL_SECONDS: a run started by a hand-over finds its predecessor's slots held for at most their last tasks.
+LIMIT_POLL_SECONDS = 0.1
 
 
 @dataclass
@@ -87,6 +90,7 @@ class WorkerReport:
     claim_ages_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
     work_remains: bool = False
+    handed_over: bool = False  # the tail call went out as claiming stopped, before the run's last tasks ended
 
 
 def claim_window_seconds(time_budget: float, remaining_seconds: float) -> float:
@@ -107,13 +111,18 @@ class Worker:
         rng: random.Random | None = None,
         call_for_help: Callable[[str], None] | None = None,
         stopped: Callable[[str, int | None, WakeRecord | None], None] | None = None,
+        hand_over: Callable[[str], object] | None = None,
     ) -> None:
         """``call_for_help(queue)``: wake one more worker of the queue (a publish on WorkerWakeUpTopic); used when
         several workers may run (CLAIM_LANES > 1) and this one's runner is full with claimable work left over.
         ``stopped(queue, next_due_ms, record)``: told when a run ends without a tail call (its queue's next delayed
         entry and record), to schedule a wake-up at the delayed head (``taskqueue.wakeups.delayed_wakeup``); with it
-        the run waits only for a delayed entry due within WAIT_HORIZON_SECONDS, without it within its budget."""
+        the run waits only for a delayed entry due within WAIT_HORIZON_SECONDS, without it within its budget.
+        ``hand_over(queue)``: tail-call now (the handler's tail call, raising TaskQueueError if it could not be sent).
+        Called when claiming stops at the budget with claimable work seen, before the run's last tasks end: the next
+        invocation starts while they finish and takes their running-limit slots as they free, instead of after them."""
         self._stopped = stopped
+        self._hand_over = hand_over
         self._horizon = WAIT_HORIZON_SECONDS if stopped is not None else float("inf")
         self._store = store
         self._runner = runner
@@ -197,6 +206,9 @@ class Worker:
         # right after it would find nothing new the record would not show first, so the watcher lingers on the
         # record instead (the lag rule still applies to its stop: ``Lingering.step``).
         drained_look: int | None = None
+        # The last look (or a full run's index peek) saw claimable work this run did not take: a hand-over is due.
+        more_seen = False
+        limit_poll = LIMIT_POLL_SECONDS
         running: dict[Future[None], Lease] = {}
         with ThreadPoolExecutor(max_workers=self._capacity, thread_name_prefix=f"{queue}-runner") as pool:
             while True:
@@ -219,6 +231,7 @@ class Worker:
                     in_index = watch.index_arrivals(FULL_POLL_SECONDS)
                     if in_index:
                         drained_look = None  # look once a slot frees
+                        more_seen = True
                     if (watch.unseen_write() and self._helped_for != watch.newest_seq) or in_index:
                         self._helped_for = watch.newest_seq
                         self._help(queue, control, report)
@@ -308,12 +321,15 @@ class Worker:
                         if watch.watching:
                             # The watcher waits for a slot instead of leaving its queue idle until the safety net:
                             # slots free as other workers' tasks end (read strongly consistently).
-                            self._clock.sleep(min(left, IDLE_POLL_SECONDS))
-                            report.lingered_ms += int(min(left, IDLE_POLL_SECONDS) * 1000)
+                            pause = min(left, limit_poll)
+                            limit_poll = min(IDLE_POLL_SECONDS, 2 * limit_poll)
+                            self._clock.sleep(pause)
+                            report.lingered_ms += int(pause * 1000)
                             continue
                         report.stopped_by = "limit"  # a helper: the watcher (or the holders' tail calls) take over
                         break
                     free = min(free, len(slots))
+                    limit_poll = LIMIT_POLL_SECONDS
                 claimed_now = 0
                 for candidate in order:
                     if free == 0:
@@ -358,6 +374,7 @@ class Worker:
                 if free == 0 and len(order) > claimed_now:
                     self._help(queue, control, report)
                 held_back = fair.held_back_for() is not None  # groups at a limit: their work is not seen, wait for it
+                more_seen = len(candidates) >= wanted or (free == 0 and len(order) > claimed_now)
                 if len(candidates) < wanted and claimed_now == len(candidates) and not met_stale and not held_back:
                     drained_look = look_started_ms
                 if claimed_now == 0:
@@ -369,6 +386,8 @@ class Worker:
             # Claiming is over: stop watching, so producers wake a new worker from now on; writes this run may
             # have missed make it tail-call.
             missed = watch.end(look_started_ms) if report.stopped_by != "empty" else False
+            if report.stopped_by == "budget" and (more_seen or missed):
+                report.handed_over = self._hand_over_now(queue, report)
             report.lingered_ms += int(lingering.lingered_seconds * 1000)
             report.watched = watch.began  # a watch refused at first may have begun later
             # Tasks in flight finish inside their leases, which the heartbeat keeps.
@@ -380,7 +399,9 @@ class Worker:
                 fair.renew()
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
         # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
-        if report.stopped_by not in ("paused", "limit"):
+        if report.handed_over:
+            report.work_remains = True
+        elif report.stopped_by not in ("paused", "limit"):
             if not missed:
                 watch.await_skipped_writes()  # the look below must show what producers wrote without a touch
             report.work_remains = missed or self._work_left(queue, report)
@@ -391,6 +412,19 @@ class Worker:
         if self._stopped is not None and report.stopped_by != "paused" and not report.work_remains:
             self._stopped(queue, delayed.next_due_ms(), control.record)  # a wake-up at the delayed head
         return report
+
+    def _hand_over_now(self, queue: str, report: WorkerReport) -> bool:
+        """Tail-call before the run's last tasks end; ``False`` (the run tail-calls at its end as before) when there is
+        no hand-over or it could not be sent."""
+        if self._hand_over is None:
+            return False
+        try:
+            self._hand_over(queue)
+        except TaskQueueError as exc:
+            self._add(report, "errors")
+            logger.warning("hand-over not sent; the run tail-calls once its tasks end", extra={"queue": queue, "error": str(exc)})
+            return False
+        return True
 
     def _help(self, queue: str, control: ClaimControl, report: WorkerReport) -> None:
         """More claimable work than this run can take: producers wake a queue only when nobody watches it, so
