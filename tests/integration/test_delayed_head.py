@@ -162,3 +162,58 @@ def test_a_lone_watcher_joins_the_claim_lanes_at_its_first_lost_claim(store, clo
     assert report.lost == 1 and report.succeeded == 3
     lanes = item_writes(client, "#lanes")
     assert lanes and lanes[0].startswith("SET"), lanes  # taken once it met another claimer, given back at the end
+
+
+def delayed_looks(client: FaultyClient, group: str) -> int:
+    """A look's reads (bounded by ``:until``) of one group's delayed partition."""
+    return sum(
+        1 for op, kw in client.requests
+        if op == "query" and kw["ExpressionAttributeValues"][":k"]["S"].endswith(f"#gd#{group}")
+        and ":until" in kw["ExpressionAttributeValues"]
+    )
+
+
+def test_while_a_due_entry_waits_behind_newer_work_the_looks_read_only_its_groups_delayed_partition(store, clock):
+    # Issue 30: with groups, a due retry that stays behind newer work (LIFO) made every look read every group's delayed
+    # partition (one query per group on the ring) until the retry ran or was shed. A look now reads the delayed
+    # partitions the last search found entries in (``DelayedScope``), here group b's alone.
+    worker_store, client = recorded(store, page_size=5)
+    (old,) = create(worker_store, clock, delaySeconds=1, group="b")
+    clock.advance(5.0)
+    for group in ("a", "b", "c"):
+        create(worker_store, clock, 8, group=group)
+    claimed = []
+    report = Worker(worker_store, lambda task: claimed.append(task.task_id), capacity=1, owner="w", clock=clock).run("work", 30)
+    assert report.succeeded == 25 and old in claimed
+    assert delayed_looks(client, "b") >= 15
+    # The looks before the first search read them all (it runs once a look finds no delayed entry among its tasks).
+    assert delayed_looks(client, "a") <= 2 and delayed_looks(client, "c") <= 2, (delayed_looks(client, "a"), delayed_looks(client, "c"))
+
+
+def test_an_entry_announced_by_another_writer_makes_the_looks_read_every_delayed_partition_again(store, clock):
+    from taskqueue.work.claim_control import ClaimControl
+    from taskqueue.work.delayed_view import DelayedView
+
+    worker_store, client = recorded(store)
+    create(worker_store, clock, delaySeconds=1, group="b")
+    for group in ("a", "b", "c"):
+        create(worker_store, clock, 2, group=group)
+    clock.advance(5.0)
+    control = ClaimControl(worker_store, "work", "w", clock, random.Random(1), lambda *_: False)
+    control.see_record(worker_store.read_wake_record("work"))
+    view = DelayedView(worker_store, control, clock)
+    view.refresh()
+    assert view.parts() == frozenset({(0, "b")})
+    client.requests.clear()
+    view.look(3, clock.now_ms())
+    assert (delayed_looks(client, "a"), delayed_looks(client, "b"), delayed_looks(client, "c")) == (0, 1, 0)
+    # Another worker releases a retry of group c: its announcement moves delayedSeq on; once this run reads the record,
+    # its looks read every delayed partition again, and find c's entry when it falls due.
+    (late,) = create(store, clock, delaySeconds=2, group="c")
+    control.see_record(worker_store.read_wake_record("work"))
+    assert view.parts() is None
+    clock.advance(3.0)
+    client.requests.clear()
+    found, _ = view.look(10, clock.now_ms())
+    assert late in {c.task_id for c in found}
+    assert delayed_looks(client, "a") == 1 and delayed_looks(client, "c") == 1

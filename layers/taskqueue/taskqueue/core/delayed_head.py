@@ -24,6 +24,9 @@ minute and lowers the head to what it finds (``safety_net``), as it repairs a lo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS, WakeRecord
 
 
@@ -49,3 +52,34 @@ def raised(seen: WakeRecord, found_ms: int | None) -> bool:
     if found_ms is None:
         return seen.delayed_head_ms is not None
     return seen.delayed_head_ms is None or found_ms > seen.delayed_head_ms
+
+
+# A delayed partition by (shard, group); group ``None``: the default group's (``<queue>#<shard>#delayed``).
+Part = tuple[int, str | None]
+
+
+@dataclass(frozen=True)
+class DelayedScope:
+    """Which delayed partitions hold entries, as a reader's last full look at them (a refresh) found: ``parts``, and the
+    record's ``delayedSeq`` that look covered (every entry announced up to it showed in the index: ``may_raise``).
+
+    While the head is due, a look reads these partitions only, not one per group on the ring: a due retry that stays
+    behind newer work (LIFO) made every look of a grouped queue read every group's delayed partition until it was shed.
+    The scope holds while no entry is announced past ``seq`` but the reader's own (their partitions it adds itself)."""
+
+    parts: frozenset[Part]
+    seq: int
+
+
+def scope_of(found: Iterable[Part], seen: WakeRecord | None, look_started_ms: int) -> DelayedScope | None:
+    """The scope a full look that began at ``look_started_ms`` with the record ``seen`` gives: ``None`` (read every
+    delayed partition) when some entry ``seen`` announces may not show in the index yet."""
+    if seen is None or not may_raise(seen, look_started_ms):
+        return None
+    return DelayedScope(frozenset(found), seen.delayed_seq)
+
+
+def scope_holds(scope: DelayedScope | None, record_seq: int, own_announced: int) -> bool:
+    """Does ``scope`` still name every delayed partition with an entry, given the record's ``delayedSeq`` as last read
+    and the announcements the reader itself made since the scope's look (their partitions it reads anyway)?"""
+    return scope is not None and record_seq <= scope.seq + own_announced

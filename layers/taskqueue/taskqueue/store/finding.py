@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taskqueue.core import fairness, keys
+from taskqueue.core.delayed_head import Part
 from taskqueue.core.errors import TaskNotFound
 from taskqueue.core.fairness import RingEntry
 from taskqueue.core.model import Task
@@ -62,19 +63,23 @@ class WorkFinding(GroupRing):
         shards: Sequence[int] | None = None,
         skip: Collection[str] = (),
         fair: FairTurn | None = None,
+        delayed_parts: Collection[Part] | None = None,
     ) -> tuple[list[Candidate], int]:
         """``candidates``, and how many entries of ``skip`` the read met.
 
         When groups have waiting tasks (the ring, ``taskqueue.core.fairness``), the tasks come round-robin across the
         groups (the default group's partitions among them), each group's in the queue's order, starting after
         ``fair.after`` (the worker's cursor on each shard's ring) and passing over ``fair.held_back`` (groups at a
-        limit). A worker look (``shed``) also takes off the ring the groups it found with no task at all."""
+        limit). A worker look (``shed``) also takes off the ring the groups it found with no task at all.
+        ``delayed_parts``: the only delayed partitions to read (``taskqueue.core.delayed_head.DelayedScope``); ``None``:
+        every one."""
         need = _Need(limit)
         found: list[Candidate] = []
         skipped = 0
         if limit <= 0:
             return found, skipped
-        merged = self._merged(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, need=need, fair=fair)
+        merged = self._merged(queue, limit, now_ms, shed=shed, delayed=delayed, shards=shards, need=need, fair=fair,
+                              delayed_parts=delayed_parts)
         for candidate in merged:
             if candidate.task_id in skip:
                 skipped += 1
@@ -112,15 +117,21 @@ class WorkFinding(GroupRing):
         shards: Sequence[int] | None,
         need: _Need | None,
         fair: FairTurn | None = None,
+        delayed_parts: Collection[Part] | None = None,
     ) -> Iterator[Candidate]:
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
+
+        def reads_delayed(shard: int, group: str | None) -> bool:
+            return delayed and (delayed_parts is None or (shard, group) in delayed_parts)
+
         self._settings.order_of(queue)
         shard_list = list(range(self._settings.queue_shards) if shards is None else shards)
         reads_ring = fair is None or fair.groups
         turns = {shard: self._turns(queue, shard, now_ms, fair) if reads_ring else [] for shard in shard_list}
         if not any(turns.values()):  # no group waits: the default group alone, in the queue's order across shards
             return heapq.merge(
-                *(self._partition(queue, shard, None, now_ms, limit, shed, delayed, need) for shard in shard_list),
+                *(self._partition(queue, shard, None, now_ms, limit, shed, reads_delayed(shard, None), need)
+                  for shard in shard_list),
                 reverse=True,
             )
         # Each group's read asks for what the look still misses, not a fair part of it: index entries are small (some
@@ -130,9 +141,10 @@ class WorkFinding(GroupRing):
         for shard, entries in turns.items():
             for entry in entries or [None]:
                 if entry is None:
-                    streams.append(self._partition(queue, shard, None, now_ms, limit, shed, delayed, need))
+                    streams.append(self._partition(queue, shard, None, now_ms, limit, shed, reads_delayed(shard, None), need))
                 else:
-                    stream = self._partition(queue, shard, entry.group, now_ms, limit, shed, delayed, need)
+                    stream = self._partition(
+                        queue, shard, entry.group, now_ms, limit, shed, reads_delayed(shard, entry.group), need)
                     streams.append(self._or_off_ring(queue, entry, stream, now_ms) if shed else stream)
         return fairness.round_robin(streams)
 
@@ -215,23 +227,29 @@ class WorkFinding(GroupRing):
         """The earliest not-before time of a queue's delayed tasks (a retry's backoff, a delayed task) that
         can still run (due before its ttl), whether or not it is due already; ``None`` if there is none.
         Lets a worker wait for a retry that falls due inside its budget instead of stranding it."""
+        return min(self.due_heads(queue, now_ms, shards).values(), default=None)
+
+    def due_heads(self, queue: str, now_ms: int | None = None, shards: Sequence[int] | None = None) -> dict[Part, int]:
+        """``next_due_ms`` per delayed partition that holds a task that can still run: (shard, group) -> its earliest
+        not-before (group ``None``: the default group's partition). One query per partition: the default group's and
+        one per group on the ring, per shard."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        due: list[int] = []
+        due: dict[Part, int] = {}
         for shard in range(self._settings.queue_shards) if shards is None else shards:
             # A paused group's entries are claimable from the pause's end only (a look passes the group over until
             # then): counted from then, so that a worker does not look again and again for a retry it may not claim.
             # Ending a pause early lowers the head (``set_group_settings``).
-            partitions = [(keys.delayed_key(queue, shard), 0)] + [
-                (fairness.group_delayed_key(queue, shard, entry.group), entry.paused_until_ms or 0)
+            partitions: list[tuple[str | None, str, int]] = [(None, keys.delayed_key(queue, shard), 0)] + [
+                (entry.group, fairness.group_delayed_key(queue, shard, entry.group), entry.paused_until_ms or 0)
                 for entry in self.whole_ring(queue, shard)
             ]
-            for partition, paused_until_ms in partitions:
+            for group, partition, paused_until_ms in partitions:
                 for entry in self._index_entries(partition, queue, shard, newest_first=False):
                     assert entry.not_before_ms is not None
                     if entry.ttl > now_ms // 1000 and entry.not_before_ms < entry.ttl * 1000:
-                        due.append(max(entry.not_before_ms, paused_until_ms))
+                        due[(shard, group)] = max(entry.not_before_ms, paused_until_ms)
                         break
-        return min(due, default=None)
+        return due
 
     def drain_shed(self) -> dict[str, int]:
         """Tasks this store shed (per queue) since the last drain: the caller counts them as ``TasksShed``."""

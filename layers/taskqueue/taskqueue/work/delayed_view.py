@@ -2,7 +2,9 @@
 
 The queue's record carries the delayed head (``taskqueue.core.delayed_head``, ``store/delayed.py``); this run adds its
 own retries, which the record it last read may not show yet, and the earliest entry its last look at the delayed
-partitions found. A look that finds none due raises the record's head if it may.
+partitions found. A look that finds none due raises the record's head if it may. While the head is due, a look reads
+only the delayed partitions the last refresh found entries in and those of this run's own retries (the scope,
+``DelayedScope``), until an entry is announced that is not this run's.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Collection
 
 from taskqueue.core import delayed_head
 from taskqueue.core.clock import Clock
+from taskqueue.core.delayed_head import DelayedScope, Part
 from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS
 from taskqueue.store import Candidate, FairTurn, TaskStore
 from taskqueue.work.claim_control import ClaimControl
@@ -29,9 +32,11 @@ class DelayedView:
         self._control = control
         self._clock = clock
         self._lock = threading.Lock()
-        # This run's own retries, task id -> (not-before, when announced): forgotten once claimed, or once a look
-        # late enough saw them.
-        self._own: dict[str, tuple[int, int]] = {}
+        # This run's own retries, task id -> (not-before, when announced, its delayed partition): forgotten once
+        # claimed, or once a look late enough saw them.
+        self._own: dict[str, tuple[int, int, Part]] = {}
+        self._scope: DelayedScope | None = None  # the delayed partitions the last refresh found entries in
+        self._own_announced = 0  # this run's announcements since that refresh began
         self._announced_ms: int | None = None  # when this run last announced a retry of its own
         self._dirty = False  # this run claimed a delayed entry: the head may be raised at its next look
         self._found: tuple[int, int | None] | None = None  # (look ms, earliest delayed entry that look found)
@@ -49,11 +54,21 @@ class DelayedView:
         query_delayed = self.worth_reading(look_ms)
         shards = self._control.shards()  # with lanes over several shards, the shards this run owns
         candidates, skipped = self._store.look(
-            self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards, skip=skip, fair=fair
+            self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards, skip=skip, fair=fair,
+            delayed_parts=self.parts() if query_delayed else None,
         )
         if query_delayed and not any(c.delayed for c in candidates) and not self._due_found_lately(look_ms):
             self.refresh()
         return candidates, skipped
+
+    def parts(self) -> frozenset[Part] | None:
+        """The delayed partitions a look reads now (``None``: every one): the scope's and this run's own retries'."""
+        record = self._control.record
+        with self._lock:
+            if record is None or not delayed_head.scope_holds(self._scope, record.delayed_seq, self._own_announced):
+                return None
+            assert self._scope is not None
+            return self._scope.parts | {part for _, _, part in self._own.values()}
 
     def _due_found_lately(self, now_ms: int) -> bool:
         """The last refresh, less than DUE_REFRESH_SECONDS ago, found an entry due already (and no delayed entry was
@@ -73,12 +88,16 @@ class DelayedView:
             # Own retries that a look now sees for sure (the index's lag allowance passed): the found head covers them.
             lag_ms = int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
             self._own = {t: v for t, v in self._own.items() if started_ms < v[1] + lag_ms}
+            self._own_announced = 0
         if announced is not None and announced >= self._control.record_read_ms:
             # The record this run holds predates its own announcement: read it, or the raise would name a stale seq.
             self._control.see_record(self._store.read_wake_record(queue, consistent=False))
-        found = self._store.next_due_ms(queue, started_ms)
-        self._found = (started_ms, found)
         seen = self._control.record
+        heads = self._store.due_heads(queue, started_ms)
+        found = min(heads.values(), default=None)
+        self._found = (started_ms, found)
+        with self._lock:
+            self._scope = delayed_head.scope_of(heads, seen, started_ms)
         if seen is not None:
             record = self._store.raise_delayed_head(queue, seen, found, started_ms)
             if record is not None:
@@ -97,11 +116,13 @@ class DelayedView:
         due_in = self.due_in_seconds()
         return None if due_in is None else self._clock.now_ms() + int(due_in * 1000)
 
-    def released(self, task_id: str, not_before_ms: int) -> None:
-        """This run released a task for a retry at ``not_before_ms`` (and the release announced it)."""
+    def released(self, task_id: str, not_before_ms: int, part: Part) -> None:
+        """This run released a task for a retry at ``not_before_ms`` into the delayed partition ``part`` (and the
+        release announced it)."""
         with self._lock:
             self._announced_ms = self._clock.now_ms()
-            self._own[task_id] = (not_before_ms, self._announced_ms)
+            self._own[task_id] = (not_before_ms, self._announced_ms, part)
+            self._own_announced += 1
 
     def claimed(self, candidate: Candidate) -> None:
         with self._lock:
@@ -111,7 +132,7 @@ class DelayedView:
 
     def _own_head(self) -> int | None:
         with self._lock:
-            return min((nb for nb, _ in self._own.values()), default=None)
+            return min((nb for nb, _, _ in self._own.values()), default=None)
 
     def _known_head(self) -> int | None:
         """The earliest not-before this run knows of: the record's head (unknown record: 0, look), its own retries'."""

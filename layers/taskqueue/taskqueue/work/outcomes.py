@@ -16,7 +16,7 @@ from aws_lambda_powertools import Logger
 
 from taskqueue.core.clock import Clock
 from taskqueue.core.errors import PermanentTaskError, ResultTooLarge, TaskQueueError
-from taskqueue.core.model import check_result_size
+from taskqueue.core.model import Task, check_result_size
 from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore, dynamo
 from taskqueue.work.lease import Lease, run_with_lease
@@ -35,7 +35,7 @@ def backoff_ms(attempt: int, base_seconds: float, max_seconds: float, rng: rando
 
 
 class Outcomes:
-    """``count(name)``: add one to the run's report field ``name``; ``released(task_id, not_before_ms)``: a task
+    """``count(name)``: add one to the run's report field ``name``; ``released(task, not_before_ms)``: a task
     went back to wait for its retry (the worker forgets its stale entry and knows its delayed head)."""
 
     def __init__(
@@ -46,7 +46,7 @@ class Outcomes:
         clock: Clock,
         rng: random.Random,
         count: Callable[[str], None],
-        released: Callable[[str, int], None],
+        released: Callable[[Task, int], None],
     ) -> None:
         self._store = store
         self._runner = runner
@@ -87,7 +87,7 @@ class Outcomes:
             delay = backoff_ms(task.attempts, self._settings.retry_base_seconds, self._settings.retry_max_seconds, self._rng)
             not_before = self._clock.now_ms() + delay
             if self.record(lease, lambda: self._store.release(task, self._owner, not_before_ms=not_before, error=error)):
-                self._released(task.task_id, not_before)
+                self._released(task, not_before)
                 self._count("released")
                 logger.info("attempt failed; task released for retry", extra={**log, "error": error, "retry_in_ms": delay})
             else:

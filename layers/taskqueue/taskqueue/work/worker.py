@@ -32,6 +32,7 @@ from taskqueue.core import fairness
 from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import ConfigError, TaskQueueError, TaskTooLong
 from taskqueue.core.handshake import READ_REUSE_MIN_CLAIMS_PER_SECOND, WakeRecord
+from taskqueue.core.model import Task
 from taskqueue.core.run_time import InvocationTime, too_long_message
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.wake_schedule import WAIT_HORIZON_SECONDS, worth_waiting
@@ -564,10 +565,10 @@ class Worker:
         if lease.group_slot is not None:
             self._fair.done(lease.group_slot)
 
-    def _released(self, task_id: str, not_before_ms: int) -> None:
-        self._delayed.released(task_id, not_before_ms)
+    def _released(self, task: Task, not_before_ms: int) -> None:
+        self._delayed.released(task.task_id, not_before_ms, (task.shard, task.group))
         with self._stale_lock:  # its new index entry is real: claimable again once due
-            self._stale.pop(task_id, None)
+            self._stale.pop(task.task_id, None)
 
 
 def _earliest(*seconds: float | None) -> float | None:
