@@ -4,9 +4,9 @@ and the scale model with 10,000 groups. Writes bench/results-tenants.md.
 Parts (each also a subcommand, printing JSON lines):
 
 - ``run``: local/scenarios/tenants.json's arrivals (one noisy group at 10x the runner, 9 quiet ones; the same
-  Poisson arrivals per seed) on the serialized moto server, the product's ProcessTasks handler invoked back to back as
-  tail calls do (as bench/lifo_runs.py's overload runs), its fake runner as the scenario's (3 at once, 1 s, 5 %
-  failures), real time. ``--mode groups``: each task carries its group; ``--mode plain``: the same tasks without one
+  Poisson arrivals per seed) on the serialized moto server, the product's ProcessTasks handler invoked 0.5 s after each
+  wake-up the handlers publish (``Invoker``: producers', tail calls, hand-overs; invocations side by side as Lambda runs
+  them), its fake runner as the scenario's (3 at once, 1 s, 5 % failures), real time. ``--mode groups``: each task carries its group; ``--mode plain``: the same tasks without one
   (what a queue did before groups). Figures: local/reports/tenants_report.py.
 - ``units``: tasks created in requests of 20 and run to SUCCESS with an instant runner, plain / all in one group /
   spread over 10 groups: write and read units per task (the cost meter), requests per task by operation, and the
@@ -552,7 +552,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"{min(v for k, v in rates.items() if k not in s['noisy']):g} tasks/s each (a third of a tenth of the runner); "
         f"TTL {s['ttl_seconds']} s (the overload scenario's); {r['seconds']:g} s of arrivals, then a drain until every "
         f"task left is past its TTL; seeds {r['seeds']} (the same arrivals for both modes of a seed), in real time, with the platform clock 2x slower than the emulator, and in real time with the template's TimeBudgetSeconds (60 s, the scenario's 10 s elsewhere) (below), the "
-        "product's ProcessTasks handler invoked back to back as tail calls do, on the serialized moto server; groups "
+        "product's ProcessTasks handler invoked 0.5 s after each wake-up the handlers publish (producers', tail calls, "
+        "hand-overs), invocations side by side as Lambda runs them, on the serialized moto server; groups "
         "and plain runs of a seed at the same time, each in its own process and emulator. Medians of the seeds "
         "(min-max).", "",
     ]
