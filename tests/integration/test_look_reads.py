@@ -135,3 +135,27 @@ def test_while_the_tasks_of_a_look_that_saw_the_whole_queue_run_the_worker_reads
     assert report.succeeded == 2
     operation, request = client.first
     assert operation == "get_item" and request["Key"]["taskId"]["S"] == "queue#work", (operation, request)
+
+
+def test_a_ring_that_fits_a_page_is_read_in_one_query_from_the_cursor_on(store, clock):
+    # A look with a cursor read the ring in two queries (after the cursor, then from its start up to it); once a look
+    # has read the whole ring in less than a page, the next reads it whole from its start and turns it round the
+    # cursor: one query, the same order.
+    from taskqueue.store import FairTurn
+
+    reader, client = recorded(store)
+    for group in ("a", "b", "c", "d"):
+        create(reader, clock, 2, group=group)
+
+    def ring_reads() -> int:
+        return sum(1 for op, kw in client.requests
+                   if op == "query" and kw["ExpressionAttributeValues"][":k"]["S"] == fairness.ring_key("work", 0))
+
+    first, _ = reader.look("work", 1, fair=FairTurn())
+    assert ring_reads() == 1
+    turn = FairTurn(after={0: fairness.ring_sort(first[0].group)})
+    client.requests.clear()
+    found, _ = reader.look("work", 4, fair=turn)
+    assert ring_reads() == 1  # before: 2
+    walked, _ = recorded(store)[0].look("work", 4, fair=turn)  # a store that has not read the ring: the two-part walk
+    assert [c.group for c in found] == [c.group for c in walked] and len({c.group for c in found}) == 4

@@ -87,6 +87,8 @@ class QueueTable:
         self._flagged: set[str] = set()  # queues whose record this store marked ``hasGroups``
         # Ready partition -> how many running tasks' entries (leased) its last look passed over (store/finding.py).
         self._held_seen: dict[str, int] = {}
+        # (queue, shard) -> its ring fitted one page when a look last read it whole: the next look reads it in one query.
+        self._small_ring: dict[tuple[str, int], bool] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> Self:
