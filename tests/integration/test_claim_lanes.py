@@ -285,3 +285,22 @@ def test_a_watcher_held_back_by_the_running_limit_reads_the_slots_again_soon_aft
     assert report.limited >= 1 and report.succeeded == 1
     assert clock.freed_ms is not None
     assert claimed_at[0] - started_ms <= 750  # a poll of 1 s would claim at 1,000 ms
+
+
+def test_a_run_short_of_slots_held_by_another_worker_calls_for_no_help(server):
+    """A run that starts while its predecessor's last tasks still hold slots (a hand-over) has work left over and holds
+    fewer slots than the limit, yet the limit is reached: a helper could run nothing (it would stop at once, an
+    invocation paid for nothing), so it is not woken."""
+    settings = new_queue(server, running_limit=2, claim_lanes=4, lease_seconds=300)
+    clock = FakeClock(SystemClock().now_ms())
+    store = TaskStore(server.client(), settings, clock)
+    assert len(store.acquire_slots("work", "predecessor", 1)) == 1  # its last task runs through this whole run
+    store.put_tasks(make_tasks(settings, clock.now_ms(), count=6))
+    calls: list[str] = []
+
+    def runner(task: Task) -> None:
+        clock.advance(0.5)
+
+    report = Worker(store, runner, capacity=2, owner="successor", clock=clock,
+                    call_for_help=calls.append).run("work", 2)
+    assert report.claimed >= 2 and report.helpers_woken == 0 and calls == []

@@ -41,6 +41,9 @@ class HeldSlots:
         self._tokens: dict[int, Token] = {}  # slot index -> its token as last taken or renewed: every slot held
         self._spare: list[int] = []  # held, no task uses them now
         self._claiming = True
+        # The last read of the slots got fewer than it asked for: every slot of the limit was held, by this run or others
+        # (a claim served from this run's spare slots reads nothing, and leaves it as it was).
+        self.short = False
 
     @property
     def held(self) -> int:
@@ -73,6 +76,7 @@ class HeldSlots:
                 raise
             with self._lock:
                 self._tokens.update({token.index: token for token in taken})
+            self.short = len(taken) < wanted - len(got)
             got += taken
         return got
 

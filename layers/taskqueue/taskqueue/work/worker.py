@@ -430,13 +430,14 @@ class Worker:
     def _help(self, queue: str, control: ClaimControl, report: WorkerReport) -> None:
         """More claimable work than this run can take: producers wake a queue only when nobody watches it, so
         with several workers allowed the busy one wakes another (at most every HELP_SECONDS, while a claim
-        lane is free, and not when this run holds every slot of the queue's running limit: a helper could run
-        nothing). A refused publish is logged; the next round asks again."""
+        lane is free, and not when every slot of the queue's running limit is held, by this run or by others, as its
+        last request for slots found: a helper could run nothing). A refused publish is logged; the next round asks
+        again."""
         now = self._clock.monotonic()
         if self._call_for_help is None:
             return
         limit = self._store.running_limit(queue)
-        if limit is not None and self._slots.held >= limit:
+        if limit is not None and (self._slots.held >= limit or self._slots.short):
             return
         if not control.room_for_another():
             return
