@@ -74,20 +74,23 @@ def handle(
     log_under(logger, correlation)
     if task_runner is None:
         return no_runner(queue)
+    def tail_call(q: str) -> None:  # unless a wake-up is on its way, or a worker watches already
+        svc.handshake.if_idle(q, "tail-call", correlation)
+
     worker = Worker(
         svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock,
         call_for_help=lambda q: svc.notifier.send_wakeup(q, "help", correlation),
         stopped=svc.wakeups.ensure if svc.wakeups is not None else None,  # a wake-up at the delayed head
         # The tail call as claiming stops, while the run's last tasks end (a hand-over: the next run takes their slots).
-        hand_over=lambda q: svc.handshake.if_idle(q, "tail-call", correlation),
+        hand_over=tail_call,
     )
     # Claims stop at the time budget, and each claim is of a task that can finish in this invocation (run_time).
     report = worker.run(
         queue, run_time.claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds),
         hold_seconds=remaining_seconds,
     )
-    if report.work_remains and not report.handed_over:  # a tail call: unless a wake-up is on its way, or a worker watches
-        svc.handshake.if_idle(queue, "tail-call", correlation)
+    if report.work_remains and not report.handed_over:
+        tail_call(queue)
     emit_metrics(report)
     logger.info("worker finished", extra={k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
     return report

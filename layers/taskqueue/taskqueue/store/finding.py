@@ -173,32 +173,31 @@ class WorkFinding(GroupRing):
         def servable_now(entry: RingEntry) -> bool:
             return entry.group not in held_back and (entry.paused_until_ms is None or entry.paused_until_ms <= now_ms)
 
-        if after and self._small_ring.get((queue, shard)):
-            # The ring fitted a page last time: read it whole from its start (one query, not one each side of the
-            # cursor) and turn it round the cursor here; a full page means it grew: walk it below.
-            page = self._ring_page(queue, shard, fairness.RING_PAGE)
-            if len(page) < fairness.RING_PAGE:
-                later = [e for e in page if e.sort > after and servable_now(e)]
-                earlier = [e for e in page if e.sort <= after and servable_now(e)]
-                return [*later, None, *earlier] if later or earlier else []
         servable: list[RingEntry | None] = []
-        seen = 0
         wrapped_at: int | None = None
-        reads = 0
-        # The walk: (cursor, end of the ring], then [start of the ring, cursor].
-        for part, (start, stop) in enumerate([(after or None, None)] + ([(None, after)] if after else [])):
-            if part == 1:
-                wrapped_at = len(servable)
-            cursor = start
-            while reads < fairness.RING_READS and len(servable) < fairness.RING_PAGE:
-                page = self._ring_page(queue, shard, fairness.RING_PAGE, after=cursor, up_to=stop)
-                reads += 1
-                seen += len(page)
-                servable += [e for e in page if servable_now(e)]
-                if len(page) < fairness.RING_PAGE:
-                    break
-                cursor = page[-1].sort
-        self._small_ring[(queue, shard)] = seen < fairness.RING_PAGE and reads <= 2
+        # The ring fitted a page last time: read it whole from its start (one query, not one each side of the cursor)
+        # and turn it round the cursor here; a full page means it grew: walk it.
+        whole = self._ring_page(queue, shard, fairness.RING_PAGE) if after and self._small_ring.get((queue, shard)) else None
+        if after and whole is not None and len(whole) < fairness.RING_PAGE:
+            turned = [e for e in fairness.ring_from(whole, after) if servable_now(e)]
+            wrapped_at = sum(1 for e in turned if e.sort > after)
+            servable += turned
+        else:
+            seen = reads = 0
+            # The walk: (cursor, end of the ring], then [start of the ring, cursor].
+            for part, (start, stop) in enumerate([(after or None, None)] + ([(None, after)] if after else [])):
+                if part == 1:
+                    wrapped_at = len(servable)
+                cursor = start
+                while reads < fairness.RING_READS and len(servable) < fairness.RING_PAGE:
+                    page = self._ring_page(queue, shard, fairness.RING_PAGE, after=cursor, up_to=stop)
+                    reads += 1
+                    seen += len(page)
+                    servable += [e for e in page if servable_now(e)]
+                    if len(page) < fairness.RING_PAGE:
+                        break
+                    cursor = page[-1].sort
+            self._small_ring[(queue, shard)] = seen < fairness.RING_PAGE and reads <= 2
         if not servable:
             return []
         # The default group sits at the ring's start: first when the walk starts there, else where the walk wraps.

@@ -112,7 +112,7 @@ class Worker:
         rng: random.Random | None = None,
         call_for_help: Callable[[str], None] | None = None,
         stopped: Callable[[str, int | None, WakeRecord | None], None] | None = None,
-        hand_over: Callable[[str], object] | None = None,
+        hand_over: Callable[[str], None] | None = None,
     ) -> None:
         """``call_for_help(queue)``: wake one more worker of the queue (a publish on WorkerWakeUpTopic); used when
         several workers may run (CLAIM_LANES > 1) and this one's runner is full with claimable work left over.
@@ -372,10 +372,11 @@ class Worker:
                 if claimed_now and not watch.read_reuse_wanted and report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND and (
                         report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND * (self._clock.monotonic() - started)):
                     watch.allow_read_reuse()  # a fast queue: producers may reuse their reads of its record
-                if free == 0 and len(order) > claimed_now:
+                left_over = free == 0 and len(order) > claimed_now  # claimable work this run has no slot for
+                if left_over:
                     self._help(queue, control, report)
                 held_back = fair.held_back_for() is not None  # groups at a limit: their work is not seen, wait for it
-                more_seen = len(candidates) >= wanted or (free == 0 and len(order) > claimed_now)
+                more_seen = len(candidates) >= wanted or left_over
                 if len(candidates) < wanted and claimed_now == len(candidates) and not met_stale and not held_back:
                     drained_look = look_started_ms
                 if claimed_now == 0:
