@@ -28,6 +28,7 @@ Over 400 lines: its four parts share the scenario's arrivals, the emulator set-u
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import re
@@ -46,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import common  # noqa: E402  (sets paths and environment)
 from bench.common import ROOT, ScaledClock, client_for  # noqa: E402
 from bench.cost_meter import CostMeter, Totals, summarize  # noqa: E402
+from bench.lifo_runs import CountingNotifier  # noqa: E402
 from local.reports import tenants_report as figures  # noqa: E402
 
 SCENARIO = ROOT / "local" / "scenarios" / "tenants.json"
@@ -107,8 +109,6 @@ class Invoker:
 
     def wired(self, side: Any) -> Any:
         """``side`` with its handlers' publishes turned into invocations."""
-        import dataclasses
-
         side.notifier = _InvokingNotifier(self)
         side.services = dataclasses.replace(side.services, notifier=side.notifier)
         return side
@@ -147,20 +147,20 @@ class Invoker:
                 thread.join()
 
 
-class _InvokingNotifier:
+class _InvokingNotifier(CountingNotifier):
+    """The benchmark's counting SNS, each publish also starting an invocation."""
+
     def __init__(self, invoker: Invoker) -> None:
+        super().__init__()
         self._invoker = invoker
 
-    def relay_wakeup(self, queue: str, reason: str = "tail-call", **_attributes: Any) -> str:
+    def relay_wakeup(self, queue: str, reason: str = "tail-call", **attributes: Any) -> str:
         self._invoker.wake()
-        return "stub"
+        return super().relay_wakeup(queue, reason, **attributes)
 
-    def publish_wakeup(self, queue: str, reason: str, **_attributes: Any) -> str:
+    def publish_wakeup(self, queue: str, reason: str, **attributes: Any) -> str:
         self._invoker.wake()
-        return "stub"
-
-    def send_wakeup(self, queue: str, reason: str, *_correlation: Any) -> str:
-        return self.publish_wakeup(queue, reason)
+        return super().publish_wakeup(queue, reason, **attributes)
 
 
 # ---- run: the scenario, with groups or without ---------------------------------------------------------------------
