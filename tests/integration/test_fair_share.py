@@ -21,11 +21,11 @@ from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus
 from taskqueue.store import FairTurn, TaskStore
-from taskqueue.store.groups import DEACTIVATION_GRACE_MS
+from taskqueue.store.groups import DEACTIVATION_GRACE_MS, SETTLE_MS
 from taskqueue.work.worker import Worker
 from tests import dynamodb_local
 from tests.integration.test_delayed_head import recorded
-from tests.support import create_queue_table
+from tests.support import FakeClock, create_queue_table
 
 pytestmark = pytest.mark.dynamodb_engines
 
@@ -174,11 +174,53 @@ def test_an_empty_group_leaves_the_ring_only_after_the_grace_and_a_retry_puts_it
     assert due.task_id == task_id and due.delayed
     again = store.claim(due, "w")
     assert again is not None and store.complete(again, "w")
-    store.candidates("work", 5)  # an empty look right after the group's last write: the entry stays (grace)
+    (fresh,) = create(store, clock.now_ms(), group="acme")  # a new activation, its task run at once
+    done = store.claim(store.candidates("work", 1)[0], "w")
+    assert done is not None and done.task_id == fresh and store.complete(done, "w")
+    store.candidates("work", 5)  # an empty look right after the group's last activation: the entry stays
     assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
     clock.advance(DEACTIVATION_GRACE_MS / 1000 + 0.1)
     store.candidates("work", 5)
     assert store.whole_ring("work", 0) == []
+
+
+def test_an_empty_group_leaves_the_ring_once_the_worker_saw_its_activation_settle_not_after_the_producers_grace(store, clock):
+    """The grace allows for a producer's clock being 5 s off; a worker that saw the activation itself times it on its
+    own clock: a reused activation's tasks are in the index SETTLE_MS after the worker first saw it."""
+    create(store, clock.now_ms(), group="acme")
+    store.complete(store.claim(store.candidates("work", 1)[0], "w"), "w")
+    clock.advance(SETTLE_MS / 1000 - 0.2)
+    assert store.candidates("work", 5) == []  # not settled: a task written under the reused activation may lag
+    assert [e.group for e in store.whole_ring("work", 0)] == ["acme"]
+    clock.advance(0.3)
+    assert store.candidates("work", 5) == []
+    assert store.whole_ring("work", 0) == []  # 2 s after, not 7
+
+
+def test_a_group_activated_again_after_the_look_saw_it_stays_on_the_ring(store, clock):
+    """The removal is conditional on the stamp the look saw: a producer's activation in between (its stamp differs,
+    whatever its clock says) keeps the entry, though the look found the partitions empty."""
+    create(store, clock.now_ms(), group="acme")
+    store.complete(store.claim(store.candidates("work", 1)[0], "w"), "w")
+    clock.advance(SETTLE_MS / 1000 + 0.1)
+    (seen,) = store.ring("work", 0, 5)
+    producer = TaskStore(store._db, store.settings, FakeClock(clock.now_ms() - 30_000))  # its clock 30 s behind
+    create(producer, producer._clock.now_ms(), group="acme")
+    assert store.may_deactivate("work", seen, clock.now_ms())
+    assert not store.deactivate("work", seen, clock.now_ms())
+    assert [c.group for c in store.candidates("work", 5)] == ["acme"]
+
+
+def test_a_group_with_a_running_task_is_not_read_for_its_removal(store, clock):
+    """A look that passed over a running task's entry knows the group is not empty: no reads to try to remove it."""
+    create(store, clock.now_ms(), group="acme")
+    store.claim(store.candidates("work", 1)[0], "w")
+    clock.advance(DEACTIVATION_GRACE_MS / 1000 + 1)
+    calls = []
+    original = store._has_entry
+    store._has_entry = lambda partition: calls.append(partition) or original(partition)
+    assert store.candidates("work", 5) == []
+    assert calls == [] and [e.group for e in store.whole_ring("work", 0)] == ["acme"]
 
 
 def test_a_delayed_grouped_task_keeps_its_group_on_the_ring_until_it_is_due(store, clock):

@@ -104,14 +104,42 @@ def group_token_queue(queue: str, group: str) -> str:
 @dataclass(frozen=True)
 class RingEntry:
     """(group, shard) as the ring shows it: ``paused_until_ms`` when an operator paused the group; ``kept_until_s``
-    (epoch seconds): until then the entry may not leave the ring (its last activation plus the deactivation grace),
-    so a look that finds the group empty before then neither asks nor tries."""
+    (epoch seconds, on the activating producer's clock): its last activation plus the deactivation grace; ``stamp``:
+    that activation as written (``ring_stamp``; the entry's ``ttl``), another for every write of the entry."""
 
     group: str
     shard: int
     sort: str
     paused_until_ms: int | None = None
-    kept_until_s: int = 0
+    kept_until_s: float = 0
+    stamp: str = ""
+
+    @property
+    def place(self) -> tuple[int, str]:
+        return self.shard, self.group
+
+
+def ring_stamp(kept_until_ms: int, nonce: int) -> str:
+    """An activation's ``ttl``: its kept-until time in epoch seconds to the millisecond, then six digits of ``nonce``,
+    so that two activations never write the same number (a worker tells them apart by it, ``may_leave_ring``)."""
+    if not 0 <= nonce < 1_000_000:
+        raise ValueError(f"a ring stamp's nonce is 0-999999, got {nonce}")
+    return f"{kept_until_ms // 1000}.{kept_until_ms % 1000:03d}{nonce:06d}"
+
+
+def may_leave_ring(entry: RingEntry, look_ms: int, first_seen_ms: int | None, settle_ms: int) -> bool:
+    """May a look that began at ``look_ms`` and found (group, shard) with no task at all take it off the ring?
+
+    Every task of a group is written before a ring write of it (a producer writes the entry before its tasks and
+    again after a write that outlasted its reuse), or within ``settle_ms`` less the index's lag after the ring write a
+    producer reused. So once ``settle_ms`` passed since this worker first saw the entry's present stamp
+    (``first_seen_ms``, its own clock), an empty look saw every task that stamp stands for; a later activation changes
+    the stamp, and the removal is conditional on it. Without that sighting, the grace on the producer's clock
+    (``kept_until_s``, which allows for its skew) decides. Stamps written before they carried a nonce (whole seconds,
+    possibly shared by two activations) use the grace only."""
+    if look_ms >= entry.kept_until_s * 1000:
+        return True
+    return first_seen_ms is not None and "." in entry.stamp and look_ms >= first_seen_ms + settle_ms
 
 
 @dataclass(frozen=True)

@@ -213,8 +213,10 @@ class WorkFinding(GroupRing):
         for candidate in stream:
             empty = False
             yield candidate
-        # Within its grace (``kept_until_s``) the condition would refuse: no read of its partitions, no write.
-        if empty and look_ms >= entry.kept_until_s * 1000 and not any(
+        # Before it may leave (``may_deactivate``), or while its last read passed over a running task's entry, the
+        # condition would refuse or the read find it: no read of its partitions, no write.
+        running = self._held_seen.get(fairness.group_ready_key(queue, entry.shard, entry.group), 0)
+        if empty and not running and self.may_deactivate(queue, entry, look_ms) and not any(
             self._has_entry(partition) for partition in (
                 fairness.group_ready_key(queue, entry.shard, entry.group),
                 fairness.group_delayed_key(queue, entry.shard, entry.group),

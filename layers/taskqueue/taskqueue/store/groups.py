@@ -33,6 +33,9 @@ from taskqueue.store.table import _BATCH_GET_LIMIT, READY_INDEX, _key
 # (with the index's lag and the producers' clock skew) past the last activation, so no task goes unseen.
 ACTIVATION_REUSE_SECONDS = 1.0
 DEACTIVATION_GRACE_MS = int((ACTIVATION_REUSE_SECONDS + INDEX_LAG_ALLOWANCE_SECONDS + PRODUCER_CLOCK_SKEW_SECONDS) * 1000)
+# ... and a worker that saw an activation's stamp may do so this long after it saw it, on its own clock: no skew to
+# allow for (``fairness.may_leave_ring``). An empty group is read by the looks of about 2 s, not 7.
+SETTLE_MS = int((ACTIVATION_REUSE_SECONDS + INDEX_LAG_ALLOWANCE_SECONDS) * 1000)
 
 
 class GroupRing(QueueControls):
@@ -60,7 +63,7 @@ class GroupRing(QueueControls):
                 UpdateExpression="SET readyKey = :ring, readySort = :sort, groupName = :group, activeAt = :now, #ttl = :keep",
                 ExpressionAttributeNames={"#ttl": "ttl"},
                 ExpressionAttributeValues={
-                    ":keep": {"N": str(-(-(now_ms + DEACTIVATION_GRACE_MS) // 1000))},
+                    ":keep": {"N": fairness.ring_stamp(now_ms + DEACTIVATION_GRACE_MS, random.randrange(1_000_000))},
                     ":ring": {"S": fairness.ring_key(queue, shard)},
                     ":sort": {"S": fairness.ring_sort(group)},
                     ":group": {"S": group},
@@ -114,36 +117,61 @@ class GroupRing(QueueControls):
             ExpressionAttributeValues=values,
             Limit=max(1, limit),
         )
-        return [
+        entries = [
             RingEntry(
                 group=fairness.group_of_ring_sort(item["readySort"]["S"]),
                 shard=shard,
                 sort=item["readySort"]["S"],
                 paused_until_ms=int(item["notBefore"]["N"]) if "notBefore" in item else None,
-                kept_until_s=int(item["ttl"]["N"]) if "ttl" in item else 0,
+                kept_until_s=float(item["ttl"]["N"]) if "ttl" in item else 0,
+                stamp=item["ttl"]["N"] if "ttl" in item else "",
             )
             for item in response.get("Items", [])
         ]
+        # When this store first saw each entry's stamp (after the read: the activation was written before it).
+        seen_ms = self._clock.now_ms()
+        with self._activated_lock:
+            for entry in entries:
+                place = (queue, *entry.place)
+                if self._stamps_seen.get(place, ("", 0))[0] != entry.stamp:
+                    self._stamps_seen[place] = (entry.stamp, seen_ms)
+        return entries
+
+    def may_deactivate(self, queue: str, entry: RingEntry, look_started_ms: int) -> bool:
+        """May a look that began at ``look_started_ms`` and found the group with no task take it off the ring
+        (``fairness.may_leave_ring``: SETTLE_MS after this store first saw its stamp, or its grace)?"""
+        with self._activated_lock:
+            stamp, first_seen_ms = self._stamps_seen.get((queue, *entry.place), ("", 0))
+        return fairness.may_leave_ring(entry, look_started_ms, first_seen_ms if stamp == entry.stamp else None, SETTLE_MS)
 
     def deactivate(self, queue: str, entry: RingEntry, look_started_ms: int) -> bool:
-        """Take (group, shard) off the ring after a look that began at ``look_started_ms`` found its partitions empty.
+        """Take (group, shard) off the ring after a look that began at ``look_started_ms`` found its partitions empty
+        (and ``may_deactivate`` allowed it).
 
-        Holds only if the entry's last activation is older than the look by DEACTIVATION_GRACE_MS: a producer that
-        skipped its write (ACTIVATION_REUSE_SECONDS) wrote its tasks before that activation's reuse ran out, and an
-        index shows a write within the lag allowance, so the empty look saw every task the entry stands for."""
+        Holds only if no producer activated the group since the look saw ``entry``: its stamp is unchanged (every
+        activation writes another). An entry whose stamp carries no nonce (written before stamps had one) is also
+        held by its last activation being older than the look by DEACTIVATION_GRACE_MS: a producer that skipped its
+        write (ACTIVATION_REUSE_SECONDS) wrote its tasks before that activation's reuse ran out, and an index shows a
+        write within the lag allowance, so the empty look saw every task the entry stands for."""
+        condition, values = ("#ttl = :stamp", {":stamp": {"N": entry.stamp}}) if entry.stamp else ("attribute_not_exists(#ttl)", {})
+        if "." not in entry.stamp:
+            condition += " AND activeAt <= :cut"
+            values[":cut"] = {"N": str(look_started_ms - DEACTIVATION_GRACE_MS)}
         try:
             self._call(
                 "update_item",
                 TableName=self._table,
                 Key=_key(fairness.ring_entry_id(queue, entry.shard, entry.group)),
                 UpdateExpression="REMOVE readyKey",
-                ConditionExpression="activeAt <= :cut",
-                ExpressionAttributeValues={":cut": {"N": str(look_started_ms - DEACTIVATION_GRACE_MS)}},
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#ttl": "ttl"},
+                ExpressionAttributeValues=values,
             )
         except ConditionLost:
             return False
         with self._activated_lock:
             self._activated.pop((queue, entry.shard, entry.group), None)
+            self._stamps_seen.pop((queue, entry.shard, entry.group), None)
         return True
 
     # ---- a group's settings ------------------------------------------------------------------------------------

@@ -85,6 +85,8 @@ class QueueTable:
         self._activated: dict[tuple[str, int, str], int] = {}
         self._activated_lock = threading.Lock()
         self._flagged: set[str] = set()  # queues whose record this store marked ``hasGroups``
+        # Ring entries' stamps as this store's looks first saw them: (queue, shard, group) -> (stamp, when, epoch ms).
+        self._stamps_seen: dict[tuple[str, int, str], tuple[str, int]] = {}
         # Ready partition -> how many running tasks' entries (leased) its last look passed over (store/finding.py).
         self._held_seen: dict[str, int] = {}
         # (queue, shard) -> its ring fitted one page when a look last read it whole: the next look reads it in one query.
