@@ -57,13 +57,14 @@ class Outcomes:
         self._count = count
         self._released = released
 
-    def attempt(self, lease: Lease) -> None:
+    def attempt(self, lease: Lease, ran: Callable[[], None] | None = None) -> None:
         """Run the task and record what came of it; an error recording it is logged and counted (``errors``): the
-        task stays TAKEN until its lease expires, then runs again."""
+        task stays TAKEN until its lease expires, then runs again. ``ran`` is called as the runner returns (or raises),
+        before the outcome is written: the runner is free for the next task meanwhile."""
         task = lease.task
         log = {"task_id": task.task_id, "queue": task.queue, "attempt": task.attempts}
         try:
-            self._attempt(lease, log)
+            self._attempt(lease, log, ran)
         except Exception as exc:
             self._count("errors")
             logger.exception(
@@ -71,10 +72,14 @@ class Outcomes:
                 extra={**log, "error": f"{type(exc).__name__}: {exc}"},
             )
 
-    def _attempt(self, lease: Lease, log: dict[str, Any]) -> None:
+    def _attempt(self, lease: Lease, log: dict[str, Any], ran: Callable[[], None] | None) -> None:
         task = lease.task
         try:
-            result = run_with_lease(lease, lambda: self._runner(task))
+            try:
+                result = run_with_lease(lease, lambda: self._runner(task))
+            finally:
+                if ran is not None:
+                    ran()
             outcome = result if isinstance(result, dict) else None
             check_result_size(outcome)
         except (PermanentTaskError, ResultTooLarge) as exc:

@@ -210,10 +210,14 @@ class Worker:
         # The last look (or a full run's index peek) saw claimable work this run did not take: a hand-over is due.
         more_seen = False
         limit_poll = LIMIT_POLL_SECONDS
+        # ``running``: tasks whose runner has not returned (each takes one of ``capacity``); ``recording``: every task
+        # until its outcome is written. The pool has a thread more per slot, for outcomes written as the next task runs.
         running: dict[Future[None], Lease] = {}
-        with ThreadPoolExecutor(max_workers=self._capacity, thread_name_prefix=f"{queue}-runner") as pool:
+        recording: dict[Future[None], Lease] = {}
+        with ThreadPoolExecutor(max_workers=2 * self._capacity, thread_name_prefix=f"{queue}-runner") as pool:
             while True:
                 running = self._collect(running, report)
+                recording = self._collect(recording, report)
                 self._heartbeat(running.values(), report)
                 slots_held.renew()  # the slots' and the watch's short leases: renewed on their cadence, full or not
                 fair.renew()
@@ -243,12 +247,13 @@ class Worker:
                     report.stopped_by = "paused"
                     break
                 if drained_look is not None and watch.watching:
-                    if running:
+                    if running or recording:
                         # The look saw the whole queue: while its tasks run, the record (not the index: a look per
                         # ending task would read an empty index each time) tells of new writes, read every
                         # ARRIVALS_POLL_SECONDS whether or not tasks end meanwhile (with many slots one ends
                         # almost every second: a read only after a quiet interval left new work waiting).
-                        done, _ = wait(running, timeout=min(left, ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                        done, _ = wait([*running, *recording], timeout=min(left, ARRIVALS_POLL_SECONDS),
+                                       return_when=FIRST_COMPLETED)
                         running = self._collect(running, report)
                         due_now = delayed.due_in_seconds() == 0  # a retry (this run's, say) fell due: look
                         # Producers that found this watcher awake skipped their touch: the index tells of them
@@ -277,7 +282,7 @@ class Worker:
                         fair=fair.turn(),
                     )
                     fair.prepare(candidates)
-                    due_in = None if candidates or running else _earliest(delayed.due_in_seconds(), fair.held_back_for())
+                    due_in = None if candidates or running or recording else _earliest(delayed.due_in_seconds(), fair.held_back_for())
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
                     if not self._refused_for_now(report, "reading the queue", exc):
                         raise
@@ -287,8 +292,8 @@ class Worker:
                     # An empty look while tasks run is not taken as a drained queue: with other claimers and a lagging
                     # index it is often empty for a moment only (8 workers over 1,000 tasks took twice as long when
                     # the watcher waited on the record here); it looks again once a task ends, at least every second.
-                    if running:
-                        wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                    if running or recording:  # an outcome still being written may release a retry
+                        wait([*running, *recording], timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
                         continue
                     if not worth_waiting(due_in, left, self._horizon):
                         # Empty: a watcher lingers, then stops only as the handshake allows (a helper stops now).
@@ -316,8 +321,8 @@ class Worker:
                 if slots is not None:
                     if not slots:  # the queue-wide running limit is reached: other workers' tasks hold every slot
                         report.limited += 1
-                        if running:
-                            wait(running, timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
+                        if running or recording:
+                            wait([*running, *recording], timeout=min(left, IDLE_POLL_SECONDS), return_when=FIRST_COMPLETED)
                             continue
                         if watch.watching:
                             # The watcher waits for a slot instead of leaving its queue idle until the safety net:
@@ -367,7 +372,9 @@ class Worker:
                         task, self._store, self._owner, self._clock, slots.pop() if slots else None,
                         admitted if isinstance(admitted, Token) else None,
                     )
-                    running[pool.submit(self._run_one, lease, report)] = lease
+                    ran: Future[None] = Future()
+                    recording[pool.submit(self._run_one, lease, report, ran)] = lease
+                    running[ran] = lease
                 slots_held.keep(slots or [])
                 if claimed_now and not watch.read_reuse_wanted and report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND and (
                         report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND * (self._clock.monotonic() - started)):
@@ -393,9 +400,10 @@ class Worker:
             report.lingered_ms += int(lingering.lingered_seconds * 1000)
             report.watched = watch.began  # a watch refused at first may have begun later
             # Tasks in flight finish inside their leases, which the heartbeat keeps.
-            while running:
-                wait(running, timeout=min(self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
+            while running or recording:
+                wait(recording, timeout=min(self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
                 running = self._collect(running, report)
+                recording = self._collect(recording, report)
                 self._heartbeat(running.values(), report)
                 slots_held.renew()
                 fair.renew()
@@ -560,12 +568,24 @@ class Worker:
         with self._count_lock:
             setattr(report, name, getattr(report, name) + 1)
 
-    def _run_one(self, lease: Lease, report: WorkerReport) -> None:
-        self._outcomes.attempt(lease)
-        if lease.slot is not None:  # the outcome is recorded (or left to lease recovery): the next task may start
-            self._slots.done(lease.slot)
-        if lease.group_slot is not None:
-            self._fair.done(lease.group_slot)
+    def _run_one(self, lease: Lease, report: WorkerReport, ran: Future[None]) -> None:
+        """Run one task, then record its outcome. As the runner returns, its slots (the running limit's, its group's)
+        go to the next task and ``ran`` completes, which frees the run's capacity: the next claim does not wait for
+        the outcome's write (the runner does no work meanwhile)."""
+
+        def freed() -> None:
+            if ran.done():
+                return
+            if lease.slot is not None:
+                self._slots.done(lease.slot)
+            if lease.group_slot is not None:
+                self._fair.done(lease.group_slot)
+            ran.set_result(None)
+
+        try:
+            self._outcomes.attempt(lease, ran=freed)
+        finally:
+            freed()
 
     def _released(self, task: Task, not_before_ms: int) -> None:
         self._delayed.released(task.task_id, not_before_ms, (task.shard, task.group))
