@@ -45,7 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402  (sets paths and environment)
-from bench.common import ROOT, ScaledClock, client_for  # noqa: E402
+from bench.common import ROOT, RequestCount, ScaledClock, client_for  # noqa: E402
 from bench.cost_meter import CostMeter, Totals, summarize  # noqa: E402
 from bench.lifo_runs import CountingNotifier  # noqa: E402
 from local.reports import tenants_report as figures  # noqa: E402
@@ -208,8 +208,7 @@ def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None, sca
 
     budget_s = str(budget if budget is not None else s.get("parameters", {}).get("TimeBudgetSeconds", 10))
     worker_client = client_for(endpoint, pool=4 * (capacity + 4))
-    meter = CostMeter(reader)
-    meter.attach(worker_client)
+    counted = RequestCount(worker_client)
     end_at = duration + ttl + 3  # the drain: work goes on after the last arrival until every task left is past its TTL
     invoker = Invoker(clock, end_at, lambda: ProductLifo(
         worker_client, table, clock, runner, ttl_seconds=ttl, RUNNER_CAPACITY=str(capacity), TIME_BUDGET_SECONDS=budget_s))
@@ -247,8 +246,7 @@ def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None, sca
             outcome = figures.WAITING
         records.append(figures.TaskRecord(tenant, created, first_claim.get(item["taskId"]["S"]), outcome))
     result = figures.figures(records, runs, window, capacity, s["noisy"])
-    totals = meter.reset()
-    result["worker_requests_per_run"] = {k: round(v / max(1, len(runs)), 2) for k, v in totals.requests.items()}
+    result["worker_requests_per_run"] = {k: round(v / max(1, len(runs)), 2) for k, v in sorted(counted.requests.items())}
     return {"engine": "serialized moto server", "part": "run", "mode": mode, "seed": seed, "seconds": duration, "scale": scale,
             "time_budget_seconds": int(budget_s),
             "ttl": ttl, "invocations": invocations, "runner_peak_in_flight": legacy.peak_in_flight, "arrival_lateness_max_s": max(late, default=0.0), **result}
