@@ -410,7 +410,8 @@ def test_purging_pending_tasks_takes_every_groups_too(store, clock):
 
 
 def test_a_look_reads_a_groups_partitions_only_when_its_turn_comes(store, clock):
-    for g in ("a", "b", "c"):
+    """... or one turn ahead: the first pages of twice the groups it wants candidates from go out together."""
+    for g in ("a", "b", "c", "d", "e", "f"):
         create(store, clock.now_ms(), 2, group=g)
     read = []
     original = store._call
@@ -423,4 +424,34 @@ def test_a_look_reads_a_groups_partitions_only_when_its_turn_comes(store, clock)
     store._call = counting
     (first,) = store.look("work", 1, delayed=True)[0]
     groups_read = {group for key in read if (group := fairness.group_of_partition(key)) is not None}
-    assert groups_read == {first.group}, read  # the first turn filled the look: no other group's partition was read
+    turn = [e.group for e in store.whole_ring("work", 0)]  # no cursor yet: the default group, then the ring in order
+    assert first.group == turn[0] and groups_read == {turn[0]}, read  # the default group (empty) and one group ahead
+
+
+def test_a_fair_looks_first_round_reads_its_groups_side_by_side(store, clock):
+    """Its first round reads each group of the turn once: their first pages go out together (one request's wait), and
+    the look's order is the same as one read after another would give."""
+    for g in ("a", "b", "c"):
+        create(store, clock.now_ms(), 2, group=g)
+    in_flight, peak = [0], [0]
+    lock = threading.Lock()
+    original = store._call
+
+    def slow_partitions(operation, **kwargs):
+        if operation != "query" or fairness.group_of_partition(kwargs["ExpressionAttributeValues"][":k"]["S"]) is None:
+            return original(operation, **kwargs)
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        try:
+            time.sleep(0.05)
+            return original(operation, **kwargs)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    store._call = slow_partitions
+    found = store.look("work", 3)[0]
+    turn = [e.group for e in store.whole_ring("work", 0)]
+    assert [c.group for c in found] == turn  # round-robin, one from each group, in ring order
+    assert peak[0] >= 3  # the three groups' partitions were read at once

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +22,8 @@ from taskqueue.core.fairness import RingEntry
 from taskqueue.core.model import Task
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.groups import GroupRing
-from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, candidate_of, is_claimable
-
-# The most entries one index read of a look asks for (a look wants PAGE_SIZE or a lane window: tens of entries).
-MAX_QUERY_LIMIT = 100
+from taskqueue.store.page_reads import MAX_QUERY_LIMIT, Need, page_request
+from taskqueue.store.table import READY_INDEX, Candidate, candidate_of, is_claimable
 
 
 class WorkFinding(GroupRing):
@@ -73,7 +72,7 @@ class WorkFinding(GroupRing):
         limit). A worker look (``shed``) also takes off the ring the groups it found with no task at all.
         ``delayed_parts``: the only delayed partitions to read (``taskqueue.core.delayed_head.DelayedScope``); ``None``:
         every one."""
-        need = _Need(limit)
+        need = Need(limit)
         found: list[Candidate] = []
         skipped = 0
         if limit <= 0:
@@ -115,7 +114,7 @@ class WorkFinding(GroupRing):
         shed: bool,
         delayed: bool,
         shards: Sequence[int] | None,
-        need: _Need | None,
+        need: Need | None,
         fair: FairTurn | None = None,
         delayed_parts: Collection[Part] | None = None,
     ) -> Iterator[Candidate]:
@@ -137,26 +136,45 @@ class WorkFinding(GroupRing):
         # Each group's read asks for what the look still misses, not a fair part of it: index entries are small (some
         # 25 fit a 4 KB read unit), so a few more cost nothing, and the group that has the work (the busy one, when the
         # others are empty) fills the look's later rounds from its first page instead of one request per round.
+        # A look's first round reads the groups of its turn one candidate each: the first pages of as many as twice the
+        # candidates it wants go out together (store/page_reads.py); a reader of the whole queue (``need`` None) is lazy.
         streams: list[Iterator[Candidate]] = []
+        ahead = 0 if need is None or sum(len(e or [None]) for e in turns.values()) < 2 else 2 * need.left
         for shard, entries in turns.items():
             for entry in entries or [None]:
-                if entry is None:
-                    streams.append(self._partition(queue, shard, None, now_ms, limit, shed, reads_delayed(shard, None), need))
-                else:
-                    stream = self._partition(
-                        queue, shard, entry.group, now_ms, limit, shed, reads_delayed(shard, entry.group), need)
-                    streams.append(self._or_off_ring(queue, entry, stream, now_ms) if shed else stream)
+                group = None if entry is None else entry.group
+                delayed_here = reads_delayed(shard, group)
+                first = self._first_pages(queue, shard, group, now_ms, delayed_here, need) if len(streams) < ahead else (None, None)
+                stream = self._partition(queue, shard, group, now_ms, limit, shed, delayed_here, need, first)
+                streams.append(self._or_off_ring(queue, entry, stream, now_ms) if shed and entry is not None else stream)
         return fairness.round_robin(streams)
 
+    def _first_pages(
+        self, queue: str, shard: int, group: str | None, now_ms: int, delayed: bool, need: Need
+    ) -> tuple[Future[dict[str, Any]] | None, Future[dict[str, Any]] | None]:
+        """The first index pages of one group's partitions, started now: its ready partition's, and its delayed one's
+        when the look reads it."""
+        pages = self._first_page_reads
+        ready = keys.ready_key(queue, shard) if group is None else fairness.group_ready_key(queue, shard, group)
+        first_ready = pages.start(page_request(self._table, READY_INDEX, ready, newest_first=True, limit=need.page() + self._held_seen.get(ready, 0)))
+        if not delayed:
+            return first_ready, None
+        late = keys.delayed_key(queue, shard) if group is None else fairness.group_delayed_key(queue, shard, group)
+        return first_ready, pages.start(page_request(self._table, READY_INDEX, late, newest_first=False, until=keys.delayed_until(now_ms),
+                                                         limit=need.page()))
+
     def _partition(
-        self, queue: str, shard: int, group: str | None, now_ms: int, limit: int, shed: bool, delayed: bool, need: Any
+        self, queue: str, shard: int, group: str | None, now_ms: int, limit: int, shed: bool, delayed: bool, need: Any,
+        first: tuple[Future[dict[str, Any]] | None, Future[dict[str, Any]] | None] = (None, None),
     ) -> Iterator[Candidate]:
         """One group's claimable tasks in one shard (``None``: the default group's), in the queue's order. A generator:
         nothing is read, not even the due delayed entries, until the group's turn comes (a look that fills up on the first
-        groups of the ring reads none of the others')."""
+        groups of the ring reads none of the others'), unless its ``first`` pages were started (``_first_pages``)."""
+        first_ready, first_delayed = first
         yield from heapq.merge(
-            sorted(self._due_delayed(queue, shard, now_ms, limit, shed, need, group), reverse=True) if delayed else [],
-            self._claimable_ready(queue, shard, now_ms, shed, need, group),
+            sorted(self._due_delayed(queue, shard, now_ms, limit, shed, need, group, first_delayed), reverse=True)
+            if delayed else [],
+            self._claimable_ready(queue, shard, now_ms, shed, need, group, first_ready),
             reverse=True,
         )
 
@@ -292,14 +310,15 @@ class WorkFinding(GroupRing):
         return True
 
     def _claimable_ready(
-        self, queue: str, shard: int, now_ms: int, shed: bool, need: Any, group: str | None = None
+        self, queue: str, shard: int, now_ms: int, shed: bool, need: Any, group: str | None = None,
+        first: Future[dict[str, Any]] | None = None,
     ) -> Iterator[Candidate]:
         partition = keys.ready_key(queue, shard) if group is None else fairness.group_ready_key(queue, shard, group)
         # Running tasks keep their entries (``Candidate.leased``), at the head of a LIFO queue: the first read asks for
         # as many more entries as the last look of this partition passed over, so that it does not page one by one.
         held = 0
         extra = self._held_seen.get(partition, 0)
-        for entry in self._index_entries(partition, queue, shard, newest_first=True, need=need, extra=extra):
+        for entry in self._index_entries(partition, queue, shard, newest_first=True, need=need, extra=extra, first=first):
             if entry.leased and entry.not_before_ms is not None and entry.not_before_ms > now_ms:
                 held += 1  # running: its lease holds
                 continue
@@ -315,13 +334,14 @@ class WorkFinding(GroupRing):
         self._held_seen[partition] = held
 
     def _due_delayed(
-        self, queue: str, shard: int, now_ms: int, limit: int, shed: bool, need: Any, group: str | None = None
+        self, queue: str, shard: int, now_ms: int, limit: int, shed: bool, need: Any, group: str | None = None,
+        first: Future[dict[str, Any]] | None = None,
     ) -> list[Candidate]:
         """Up to ``limit`` entries of the delayed partition that are due now, the earliest due first."""
         found: list[Candidate] = []
         until = keys.delayed_until(now_ms)
         partition = keys.delayed_key(queue, shard) if group is None else fairness.group_delayed_key(queue, shard, group)
-        entries = self._index_entries(partition, queue, shard, newest_first=False, until=until, need=need)
+        entries = self._index_entries(partition, queue, shard, newest_first=False, until=until, need=need, first=first)
         for entry in entries:
             if is_claimable(entry.ttl, entry.not_before_ms, now_ms):
                 found.append(entry)
@@ -341,24 +361,17 @@ class WorkFinding(GroupRing):
         until: str | None = None,
         need: Any = None,
         extra: int = 0,
+        first: Future[dict[str, Any]] | None = None,
     ) -> Iterator[Candidate]:
         """Lazily walks one ReadyIndex partition page by page (ready or delayed), as Candidates: pages of what
-        ``need`` still misses (the first ``extra`` more), else of PAGE_SIZE."""
-        condition = "readyKey = :k" + (" AND readySort <= :until" if until is not None else "")
-        values: dict[str, AttributeValue] = {":k": {"S": partition}}
-        if until is not None:
-            values[":until"] = {"S": until}
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "IndexName": READY_INDEX,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-            "ScanIndexForward": not newest_first,
-        }
+        ``need`` still misses (the first ``extra`` more), else of PAGE_SIZE. ``first``: the first page, already asked
+        for (``_first_pages``)."""
+        kwargs = page_request(self._table, READY_INDEX, partition, newest_first=newest_first, until=until)
         while True:
             kwargs["Limit"] = self._settings.page_size if need is None else min(MAX_QUERY_LIMIT, need.page() + extra)
             extra = 0
-            response = self._call("query", **kwargs)
+            response = first.result() if first is not None else self._call("query", **kwargs)
+            first = None
             for item in response.get("Items", []):
                 yield candidate_of(item, queue, shard)
             if "LastEvaluatedKey" not in response:
@@ -373,17 +386,6 @@ class WorkFinding(GroupRing):
             except TaskNotFound:  # removed by TTL between the index read and the get
                 continue
         return None
-
-
-class _Need:
-    """How many entries one look still misses; each index read it drives asks for that many (at most
-    MAX_QUERY_LIMIT). A look stops reading once none is missing, so a read always misses at least one."""
-
-    def __init__(self, wanted: int) -> None:
-        self.left = wanted
-
-    def page(self) -> int:
-        return max(1, min(MAX_QUERY_LIMIT, self.left))
 
 
 @dataclass(frozen=True)

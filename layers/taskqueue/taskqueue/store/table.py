@@ -29,6 +29,7 @@ from taskqueue.core.settings import Settings
 from taskqueue.core.states import InvalidTransition, TaskStatus, check_transition
 from taskqueue.store import dynamo
 from taskqueue.store.dynamo import ConditionLost, make_client
+from taskqueue.store.page_reads import FirstPages
 
 READY_INDEX = "ReadyIndex"
 STATUS_INDEX = "StatusIndex"
@@ -91,6 +92,7 @@ class QueueTable:
         self._held_seen: dict[str, int] = {}
         # (queue, shard) -> its ring fitted one page when a look last read it whole: the next look reads it in one query.
         self._small_ring: dict[tuple[str, int], bool] = {}
+        self._first_page_reads = FirstPages(lambda operation, **request: self._call(operation, **request))  # page_reads.py
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock | None = None) -> Self:
