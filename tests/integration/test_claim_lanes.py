@@ -268,8 +268,9 @@ class FreesSlotsAt(FakeClock):
 
 
 def test_a_watcher_held_back_by_the_running_limit_reads_the_slots_again_soon_after_it_starts(server):
-    """A run started by a hand-over meets its predecessor's slots held for their last tasks: it reads them again after
-    0.1 s, then 0.2, 0.4, ... up to IDLE_POLL_SECONDS, so a slot freed 0.35 s in is taken at 0.7 s, not at 1 s."""
+    """A run started by a hand-over meets its predecessor's slots held for their last tasks: it reads them again every
+    0.1 s for LIMIT_FLAT_SECONDS (then 0.2, 0.4, ... up to IDLE_POLL_SECONDS), so a slot freed 0.35 s in is taken by
+    0.45 s, not at 0.7 s (doubling from the start) nor at 1 s."""
     settings = new_queue(server, running_limit=2, lease_seconds=300)
     holder = TaskStore(server.client(), settings, FakeClock(SystemClock().now_ms()))
     tokens = holder.acquire_slots("work", "predecessor", 2)
@@ -284,7 +285,7 @@ def test_a_watcher_held_back_by_the_running_limit_reads_the_slots_again_soon_aft
                     clock=clock).run("work", 3)
     assert report.limited >= 1 and report.succeeded == 1
     assert clock.freed_ms is not None
-    assert claimed_at[0] - started_ms <= 750  # a poll of 1 s would claim at 1,000 ms
+    assert claimed_at[0] - started_ms <= 550  # doubling from 0.1 s would claim at 700 ms, a poll of 1 s at 1,000 ms
 
 
 def test_a_run_short_of_slots_held_by_another_worker_calls_for_no_help(server):

@@ -62,9 +62,11 @@ LOST_ROUND_PAUSE_SECONDS = 0.2
 STALE_ENTRY_SECONDS = 2.0
 # A worker whose runner is full while claimable work waits wakes another worker at most this often (CLAIM_LANES > 1).
 HELP_SECONDS = 2.0
-# A watcher that finds every running-limit slot held reads the slots again after this long, doubling up to
-# IDLE_POLL_SECONDS: a run started by a hand-over finds its predecessor's slots held for at most their last tasks.
+# A watcher that finds every running-limit slot held reads the slots again after this long, for LIMIT_FLAT_SECONDS, then
+# doubling up to IDLE_POLL_SECONDS: a run started by a hand-over finds its predecessor's slots held for their last
+# tasks, which end within about a task's time (a second in the tenants scenario), each slot taken within 0.1 s of it.
 LIMIT_POLL_SECONDS = 0.1
+LIMIT_FLAT_SECONDS = 2.0
 
 
 @dataclass
@@ -209,7 +211,7 @@ class Worker:
         drained_look: int | None = None
         # The last look (or a full run's index peek) saw claimable work this run did not take: a hand-over is due.
         more_seen = False
-        limit_poll = LIMIT_POLL_SECONDS
+        limit_poll, limited_since = LIMIT_POLL_SECONDS, None
         # ``running``: tasks whose runner has not returned (each takes one of ``capacity``); ``recording``: every task
         # until its outcome is written. The pool has a thread more per slot, for outcomes written as the next task runs.
         running: dict[Future[None], Lease] = {}
@@ -328,14 +330,16 @@ class Worker:
                             # The watcher waits for a slot instead of leaving its queue idle until the safety net:
                             # slots free as other workers' tasks end (read strongly consistently).
                             pause = min(left, limit_poll)
-                            limit_poll = min(IDLE_POLL_SECONDS, 2 * limit_poll)
+                            limited_since = self._clock.monotonic() if limited_since is None else limited_since
+                            if self._clock.monotonic() - limited_since >= LIMIT_FLAT_SECONDS:
+                                limit_poll = min(IDLE_POLL_SECONDS, 2 * limit_poll)
                             self._clock.sleep(pause)
                             report.lingered_ms += int(pause * 1000)
                             continue
                         report.stopped_by = "limit"  # a helper: the watcher (or the holders' tail calls) take over
                         break
                     free = min(free, len(slots))
-                    limit_poll = LIMIT_POLL_SECONDS
+                    limit_poll, limited_since = LIMIT_POLL_SECONDS, None
                 claimed_now = 0
                 for candidate in order:
                     if free == 0:
