@@ -410,7 +410,7 @@ def test_purging_pending_tasks_takes_every_groups_too(store, clock):
 
 
 def test_a_look_reads_a_groups_partitions_only_when_its_turn_comes(store, clock):
-    """... or one turn ahead: the first pages of twice the groups it wants candidates from go out together."""
+    """... or one turn ahead: the first pages of one group more than it wants candidates from go out together."""
     for g in ("a", "b", "c", "d", "e", "f"):
         create(store, clock.now_ms(), 2, group=g)
     read = []

@@ -136,10 +136,11 @@ class WorkFinding(GroupRing):
         # Each group's read asks for what the look still misses, not a fair part of it: index entries are small (some
         # 25 fit a 4 KB read unit), so a few more cost nothing, and the group that has the work (the busy one, when the
         # others are empty) fills the look's later rounds from its first page instead of one request per round.
-        # A look's first round reads the groups of its turn one candidate each: the first pages of as many as twice the
-        # candidates it wants go out together (store/page_reads.py); a reader of the whole queue (``need`` None) is lazy.
+        # A look's first round reads the groups of its turn one candidate each: the first pages of one group more than
+        # the candidates it wants (the default group, often empty, first) go out together (store/page_reads.py), what
+        # the round reads one by one when those groups have work; a reader of the whole queue (``need`` None) is lazy.
         streams: list[Iterator[Candidate]] = []
-        ahead = 0 if need is None or sum(len(e or [None]) for e in turns.values()) < 2 else 2 * need.left
+        ahead = 0 if need is None or sum(len(e or [None]) for e in turns.values()) < 2 else need.left + 1
         for shard, entries in turns.items():
             for entry in entries or [None]:
                 group = None if entry is None else entry.group
