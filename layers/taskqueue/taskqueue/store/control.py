@@ -4,7 +4,7 @@ A queue's control item (``taskId`` = ``queue#<name>``) holds ``paused``; workers
 paused queue's tasks keep their places and TTLs and nobody claims them. The running limit (RUNNING_LIMIT; by default RUNNER_CAPACITY
 once several workers may run) is C slot items per queue (``queue#<name>#slot#<i>``): a worker takes a slot (a conditional write
 that succeeds only if the slot is free or its lease passed) before it claims a task, holds it while the task runs,
-and frees it once the outcome is recorded. A slot's lease is short (SLOT_LEASE_SECONDS, 5 s), renewed by its live
+and frees it once the task's runner returns. A slot's lease is short (SLOT_LEASE_SECONDS, 5 s), renewed by its live
 worker every SLOT_RENEW_SECONDS (``taskqueue.work.held_slots``), so a crashed worker's slots come back within a few
 seconds, long before its tasks do (their leases last at least the function's timeout). So at most C tasks of the
 queue run at once across every worker and every invocation, whatever ProcessTasksConcurrency is.

@@ -5,7 +5,7 @@ ring of groups, which groups it holds back (at a limit or paused), and the per-g
   with waiting work comes round in turn, for every worker, with no shared write per claim.
 - **Concurrency** (GROUP_CONCURRENCY or the group's own setting): a claim of a grouped task first takes one of the
   group's slots (leased items, as the queue's running limit); the slot is renewed while the task runs and freed when
-  its outcome is recorded. No free slot: the group is held back for HOLD_SECONDS and the look passes it over.
+  its runner returns. No free slot: the group is held back for HOLD_SECONDS and the look passes it over.
 - **Rate** (GROUP_RATE_LIMIT or the group's own): a claim counts in the group's fixed window first; a full window
   holds the group back until the next one. Held-back work waits; only its TTL sheds it, as any waiting task.
 
@@ -90,7 +90,7 @@ class FairShare:
 
     def admit(self, candidate: Candidate) -> Token | None | bool:
         """May this run claim ``candidate`` now? ``True``: yes, no group slot needed; a ``Token``: yes, holding that
-        group slot (hand it to ``lost`` if the claim is lost, ``done`` once the task's outcome is recorded);
+        group slot (hand it to ``lost`` if the claim is lost, ``done`` once the task's runner returned);
         ``False``: no: its group is paused, at its concurrency limit or out of rate (held back for now)."""
         group = candidate.group
         if group is None:
@@ -142,7 +142,7 @@ class FairShare:
             self.done(admitted)
 
     def done(self, slot: Token) -> None:
-        """A task's outcome is recorded (or its claim lost): free its group slot."""
+        """A task's runner returned (or its claim was lost): free its group slot."""
         group = slot.queue.rsplit("#group#", 1)[1]
         with self._lock:
             token = self._slots.pop((group, slot.index), None)

@@ -1,6 +1,6 @@
 """Running-limit slots one worker run holds while it claims: taken once, then serving task after task.
 
-A slot taken for a claim is kept when its task's outcome is recorded while the run still claims, so its next claim
+A slot taken for a claim is kept when its task's runner returns while the run still claims, so its next claim
 needs no read or write of the slots; the spare ones are freed when the run stops claiming, and a running task's
 slot when that task ends after. Every slot a task uses is renewed on its own short cadence (``renew``: once
 SLOT_RENEW_SECONDS of its lease of SLOT_LEASE_SECONDS have passed, ``store/control.py``), not with its task's lease,

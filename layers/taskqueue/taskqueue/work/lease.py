@@ -40,7 +40,7 @@ class Lease:
         self.task = task
         # The queue's running-limit slot this task holds (RUNNING_LIMIT): renewed by the run's HeldSlots on its own
         # short cadence (not with this lease: a dead worker's slot comes back within seconds), freed once the
-        # outcome is recorded.
+        # runner returns (the outcome is written meanwhile: work/worker.py).
         self.slot = slot
         # Its group's concurrency slot (GROUP_CONCURRENCY; taskqueue.work.fair_share), kept the same way.
         self.group_slot = group_slot
