@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from taskqueue.core import keys
 from taskqueue.core.errors import InvalidTaskInput
 
 T = TypeVar("T")
@@ -59,6 +60,16 @@ def group_ready_key(queue: str, shard: int, group: str) -> str:
 
 def group_delayed_key(queue: str, shard: int, group: str) -> str:
     return f"{queue}#{shard}#{GROUP_DELAYED_PARTITION}#{group}"
+
+
+def ready_partition(queue: str, shard: int, group: str | None) -> str:
+    """A group's ready partition in one shard (``None``: the default group's, the shard's plain one)."""
+    return keys.ready_key(queue, shard) if group is None else group_ready_key(queue, shard, group)
+
+
+def delayed_partition(queue: str, shard: int, group: str | None) -> str:
+    """A group's delayed partition in one shard (``None``: the default group's, the shard's plain one)."""
+    return keys.delayed_key(queue, shard) if group is None else group_delayed_key(queue, shard, group)
 
 
 def ring_key(queue: str, shard: int) -> str:

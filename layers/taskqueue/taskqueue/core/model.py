@@ -117,17 +117,9 @@ def ready_index_attributes(task: Task, order: keys.Order) -> dict[str, dict[str,
     not-before time (it stays there once due; readers take due entries from both)."""
     sort = keys.ready_sort(task.priority, task.enqueued_ms, task.task_id, order)
     if task.not_before_ms is None:
-        ready = (
-            keys.ready_key(task.queue, task.shard)
-            if task.group is None
-            else fairness.group_ready_key(task.queue, task.shard, task.group)
-        )
+        ready = fairness.ready_partition(task.queue, task.shard, task.group)
         return {"readyKey": {"S": ready}, "readySort": {"S": sort}}
-    delayed = (
-        keys.delayed_key(task.queue, task.shard)
-        if task.group is None
-        else fairness.group_delayed_key(task.queue, task.shard, task.group)
-    )
+    delayed = fairness.delayed_partition(task.queue, task.shard, task.group)
     return {
         "readyKey": {"S": delayed},
         "readySort": {"S": keys.delayed_sort(task.not_before_ms, sort)},

@@ -156,11 +156,11 @@ class WorkFinding(GroupRing):
         """The first index pages of one group's partitions, started now: its ready partition's, and its delayed one's
         when the look reads it."""
         pages = self._first_page_reads
-        ready = keys.ready_key(queue, shard) if group is None else fairness.group_ready_key(queue, shard, group)
+        ready = fairness.ready_partition(queue, shard, group)
         first_ready = pages.start(page_request(self._table, READY_INDEX, ready, newest_first=True, limit=need.page() + self._held_seen.get(ready, 0)))
         if not delayed:
             return first_ready, None
-        late = keys.delayed_key(queue, shard) if group is None else fairness.group_delayed_key(queue, shard, group)
+        late = fairness.delayed_partition(queue, shard, group)
         return first_ready, pages.start(page_request(self._table, READY_INDEX, late, newest_first=False, until=keys.delayed_until(now_ms),
                                                          limit=need.page()))
 
@@ -234,12 +234,9 @@ class WorkFinding(GroupRing):
             yield candidate
         # Before it may leave (``may_deactivate``), or while its last read passed over a running task's entry, the
         # condition would refuse or the read find it: no read of its partitions, no write.
-        running = self._held_seen.get(fairness.group_ready_key(queue, entry.shard, entry.group), 0)
-        if empty and not running and self.may_deactivate(queue, entry, look_ms) and not any(
-            self._has_entry(partition) for partition in (
-                fairness.group_ready_key(queue, entry.shard, entry.group),
-                fairness.group_delayed_key(queue, entry.shard, entry.group),
-            )
+        ready = fairness.group_ready_key(queue, entry.shard, entry.group)
+        if empty and not self._held_seen.get(ready, 0) and self.may_deactivate(queue, entry, look_ms) and not any(
+            self._has_entry(partition) for partition in (ready, fairness.group_delayed_key(queue, entry.shard, entry.group))
         ):
             self.deactivate(queue, entry, look_ms)
 
@@ -314,7 +311,7 @@ class WorkFinding(GroupRing):
         self, queue: str, shard: int, now_ms: int, shed: bool, need: Any, group: str | None = None,
         first: Future[dict[str, Any]] | None = None,
     ) -> Iterator[Candidate]:
-        partition = keys.ready_key(queue, shard) if group is None else fairness.group_ready_key(queue, shard, group)
+        partition = fairness.ready_partition(queue, shard, group)
         # Running tasks keep their entries (``Candidate.leased``), at the head of a LIFO queue: the first read asks for
         # as many more entries as the last look of this partition passed over, so that it does not page one by one.
         held = 0
@@ -341,7 +338,7 @@ class WorkFinding(GroupRing):
         """Up to ``limit`` entries of the delayed partition that are due now, the earliest due first."""
         found: list[Candidate] = []
         until = keys.delayed_until(now_ms)
-        partition = keys.delayed_key(queue, shard) if group is None else fairness.group_delayed_key(queue, shard, group)
+        partition = fairness.delayed_partition(queue, shard, group)
         entries = self._index_entries(partition, queue, shard, newest_first=False, until=until, need=need, first=first)
         for entry in entries:
             if is_claimable(entry.ttl, entry.not_before_ms, now_ms):
