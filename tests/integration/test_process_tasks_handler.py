@@ -123,6 +123,34 @@ def test_hands_over_as_claiming_stops_before_its_last_task_ends(services, clock,
     assert topics.wakeups() == []  # and not again at the end of the run
 
 
+def test_hands_over_a_start_before_the_budget_and_claims_on_until_it(services, clock, topics):
+    """With claimable work seen, the tail call goes out HAND_OVER_LEAD_SECONDS before the budget ends (its watch ended
+    first, so the tail call is sent), and the run claims on into its free slot until the budget: the next invocation
+    starts as claiming stops. Once only."""
+    from taskqueue.work.worker import HAND_OVER_LEAD_SECONDS
+
+    seed(services, clock, 8)
+    budget = 2 * HAND_OVER_LEAD_SECONDS
+    svc = Services(make_settings(topics, runner_capacity=1, time_budget_seconds=budget), services.store, services.notifier, clock)
+    published_before: list[bool] = []
+    sent: list[str] = []
+
+    class QuarterLead(RecordingRunner):
+        def __call__(self, task):
+            sent.extend(topics.wakeups())  # reading drains the probe queue
+            published_before.append(bool(sent))
+            result = super().__call__(task)
+            clock.advance(HAND_OVER_LEAD_SECONDS / 2)
+            return result
+
+    report = app.handle({"queue": "work"}, 120, "req-1", svc, QuarterLead())
+    assert (report.stopped_by, report.handed_over, report.work_remains) == ("budget", True, True)
+    # Tasks start at 0, 1/4, 2/4 and 3/4 of the budget: the hand-over goes out at 2/4 (the lead), before the third.
+    assert published_before == [False, False, True, True]
+    assert sent + topics.wakeups() == ["work"]
+    assert report.watched and svc.store.read_wake_record("work").watcher is None
+
+
 def test_recovers_expired_leases_before_claiming(services, clock):
     (task_id,) = seed(services, clock, 1)
     crashed = services.store.claim(services.store.candidates("work", 1)[0], "crashed-worker")

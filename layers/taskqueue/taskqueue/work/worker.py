@@ -67,6 +67,10 @@ HELP_SECONDS = 2.0
 # tasks, which end within about a task's time (a second in the tenants scenario), each slot taken within 0.1 s of it.
 LIMIT_POLL_SECONDS = 0.1
 LIMIT_FLAT_SECONDS = 2.0
+# A run that knows of work left hands over this long before its budget ends (at most half the budget), about a wake-up's
+# delivery and a warm start: its successor starts as claiming stops instead of that long after. Meanwhile the run, no
+# longer watching, claims on into the slots its tasks free; its successor takes them once it stops (``hand_over``).
+HAND_OVER_LEAD_SECONDS = 0.5
 
 
 @dataclass
@@ -122,8 +126,9 @@ class Worker:
         entry and record), to schedule a wake-up at the delayed head (``taskqueue.wakeups.delayed_wakeup``); with it
         the run waits only for a delayed entry due within WAIT_HORIZON_SECONDS, without it within its budget.
         ``hand_over(queue)``: tail-call now (the handler's tail call, raising TaskQueueError if it could not be sent).
-        Called when claiming stops at the budget with claimable work seen, before the run's last tasks end: the next
-        invocation starts while they finish and takes their running-limit slots as they free, instead of after them."""
+        Called HAND_OVER_LEAD_SECONDS before the budget ends when the run's last look saw claimable work it did not take
+        (else at the budget, when work is seen then): the watch ends first, the run claims on until the budget, and the
+        next invocation starts as claiming stops, taking the run's running-limit slots as they free."""
         self._stopped = stopped
         self._hand_over = hand_over
         self._horizon = WAIT_HORIZON_SECONDS if stopped is not None else float("inf")
@@ -211,6 +216,8 @@ class Worker:
         drained_look: int | None = None
         # The last look (or a full run's index peek) saw claimable work this run did not take: a hand-over is due.
         more_seen = False
+        missed = False  # the watch ended with writes this run may not have looked for: it must wake the queue again
+        lead = min(HAND_OVER_LEAD_SECONDS, claim_seconds / 2)
         limit_poll, limited_since = LIMIT_POLL_SECONDS, None
         # ``running``: tasks whose runner has not returned (each takes one of ``capacity``); ``recording``: every task
         # until its outcome is written. The pool has a thread more per slot, for outcomes written as the next task runs.
@@ -228,6 +235,10 @@ class Worker:
                 if left <= 0:
                     report.stopped_by = "budget"
                     break
+                if left <= lead and more_seen and watch.watching and self._hand_over is not None:
+                    # The watch ends before the tail call (a tail call finds no wake-up needed while a worker watches).
+                    missed = watch.end(look_started_ms)
+                    report.handed_over = self._hand_over_now(queue, report)
                 free = self._capacity - len(running)
                 if free == 0:
                     # Full: the watch is still renewed on its cadence (``watch.keep`` above: it never lapses while
@@ -239,7 +250,7 @@ class Worker:
                     if in_index:
                         drained_look = None  # look once a slot frees
                         more_seen = True
-                    if (watch.unseen_write() and self._helped_for != watch.newest_seq) or in_index:
+                    if ((watch.unseen_write() and self._helped_for != watch.newest_seq) or in_index) and not report.handed_over:
                         self._helped_for = watch.newest_seq
                         self._help(queue, control, report)
                     wait(running, timeout=min(left, self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS),
@@ -384,7 +395,7 @@ class Worker:
                         report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND * (self._clock.monotonic() - started)):
                     watch.allow_read_reuse()  # a fast queue: producers may reuse their reads of its record
                 left_over = free == 0 and len(order) > claimed_now  # claimable work this run has no slot for
-                if left_over:
+                if left_over and not report.handed_over:  # handed over: the successor is on its way
                     self._help(queue, control, report)
                 held_back = fair.held_back_for() is not None  # groups at a limit: their work is not seen, wait for it
                 more_seen = len(candidates) >= wanted or left_over
@@ -398,8 +409,8 @@ class Worker:
             slots_held.stop_claiming()
             # Claiming is over: stop watching, so producers wake a new worker from now on; writes this run may
             # have missed make it tail-call.
-            missed = watch.end(look_started_ms) if report.stopped_by != "empty" else False
-            if report.stopped_by == "budget" and (more_seen or missed):
+            missed = (watch.end(look_started_ms) if report.stopped_by != "empty" else False) or missed
+            if report.stopped_by == "budget" and (more_seen or missed) and not report.handed_over:
                 report.handed_over = self._hand_over_now(queue, report)
             report.lingered_ms += int(lingering.lingered_seconds * 1000)
             report.watched = watch.began  # a watch refused at first may have begun later
