@@ -270,7 +270,8 @@ class FreesSlotsAt(FakeClock):
 def test_a_watcher_held_back_by_the_running_limit_reads_the_slots_again_soon_after_it_starts(server):
     """A run started by a hand-over meets its predecessor's slots held for their last tasks: it reads them again every
     0.1 s for LIMIT_FLAT_SECONDS (then 0.2, 0.4, ... up to IDLE_POLL_SECONDS), so a slot freed 0.35 s in is taken by
-    0.45 s, not at 0.7 s (doubling from the start) nor at 1 s."""
+    0.45 s, not at 0.7 s (doubling from the start) nor at 1 s. Meanwhile it reads the slots alone: one look before the
+    wait and one after it (a look each poll read the index ten times a second for nothing)."""
     settings = new_queue(server, running_limit=2, lease_seconds=300)
     holder = TaskStore(server.client(), settings, FakeClock(SystemClock().now_ms()))
     tokens = holder.acquire_slots("work", "predecessor", 2)
@@ -281,11 +282,21 @@ def test_a_watcher_held_back_by_the_running_limit_reads_the_slots_again_soon_aft
     stores[0].put_tasks(make_tasks(settings, clock.now_ms(), count=1))
     started_ms = clock.now_ms()
     claimed_at: list[int] = []
+    looks: list[int] = []
+    real_look = stores[0].look
+
+    def look(queue, limit, *args, **kwargs):
+        if kwargs.get("shed", True) and limit > 1 and not claimed_at:  # the claim loop's looks until the claim
+            looks.append(clock.now_ms() - started_ms)
+        return real_look(queue, limit, *args, **kwargs)
+
+    stores[0].look = look
     report = Worker(stores[0], lambda task: claimed_at.append(task.updated_ms), capacity=2, owner="successor",
                     clock=clock).run("work", 3)
     assert report.limited >= 1 and report.succeeded == 1
     assert clock.freed_ms is not None
     assert claimed_at[0] - started_ms <= 550  # doubling from 0.1 s would claim at 700 ms, a poll of 1 s at 1,000 ms
+    assert len(looks) == 2 and looks[0] == 0 and looks[1] >= 350, looks
 
 
 def test_a_run_short_of_slots_held_by_another_worker_calls_for_no_help(server):

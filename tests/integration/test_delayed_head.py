@@ -19,6 +19,7 @@ from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.safety_net import run_safety_net
+from taskqueue.work import worker as worker_module
 from taskqueue.work.worker import Worker
 from tests.faults import FaultyClient
 
@@ -91,7 +92,8 @@ def test_a_retry_is_announced_and_claimed_when_due_and_the_head_is_raised_after(
     assert record.delayed_seq == 1 and record.delayed_head_ms is None  # announced, then raised once it was done
 
 
-def test_a_due_entry_the_looks_pass_over_is_searched_for_again_only_every_few_seconds(store, clock):
+def test_a_due_entry_the_looks_pass_over_is_searched_for_again_only_every_few_seconds(store, clock, monkeypatch):
+    monkeypatch.setattr(worker_module, "LEFTOVER_SECONDS", 0.0)  # a look for every claim: this test counts looks
     # LIFO: an old delayed task, due, waits behind newer work. Every look reads the delayed partition (the entry may
     # be claimable now), but the search for the next head (every delayed partition of the queue, a page each) found
     # the same due entry each time: it is made again only after DUE_REFRESH_SECONDS (before: after every look).
@@ -173,7 +175,8 @@ def delayed_looks(client: FaultyClient, group: str) -> int:
     )
 
 
-def test_while_a_due_entry_waits_behind_newer_work_the_looks_read_only_its_groups_delayed_partition(store, clock):
+def test_while_a_due_entry_waits_behind_newer_work_the_looks_read_only_its_groups_delayed_partition(store, clock, monkeypatch):
+    monkeypatch.setattr(worker_module, "LEFTOVER_SECONDS", 0.0)  # a look for every claim: this test counts looks
     # Issue 30: with groups, a due retry that stays behind newer work (LIFO) made every look read every group's delayed
     # partition (one query per group on the ring) until the retry ran or was shed. A look now reads the delayed
     # partitions the last search found entries in (``DelayedScope``), here group b's alone.

@@ -22,7 +22,7 @@ from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus
 from taskqueue.store import FairTurn, TaskStore
 from taskqueue.store.groups import DEACTIVATION_GRACE_MS, SETTLE_MS
-from taskqueue.work.worker import Worker
+from taskqueue.work.worker import LEFTOVER_SECONDS, Worker
 from tests import dynamodb_local
 from tests.integration.test_delayed_head import recorded
 from tests.support import FakeClock, create_queue_table
@@ -123,10 +123,12 @@ def test_a_free_slot_goes_to_a_group_holding_none_before_the_next_group_on_the_r
         first, second = started.get(timeout=10), started.get(timeout=10)
         assert first.group == second.group == busy
         create(store, clock.now_ms(), 1, group=served)
+        clock.advance(LEFTOVER_SECONDS)  # past the last look's leftovers: the next claim looks again
         release[first.task_id].set()
         third = started.get(timeout=10)
         assert third.group == served  # the walk from the busy group wraps to it
         create(store, clock.now_ms(), 1, group=other)
+        clock.advance(LEFTOVER_SECONDS)
         release[third.task_id].set()
         fourth = started.get(timeout=10)
         assert fourth.group == other, "the busy group, which holds a slot, was served before a group holding none"

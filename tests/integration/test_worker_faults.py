@@ -15,7 +15,7 @@ from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
 from taskqueue.work.lease import LeaseLost, extend_lease
 from taskqueue.work.outcomes import RECORD_ATTEMPTS, Outcomes
-from taskqueue.work.worker import IDLE_POLL_SECONDS, Worker
+from taskqueue.work.worker import IDLE_POLL_SECONDS, LEFTOVER_SECONDS, Worker
 from tests.conftest import make_settings
 from tests.faults import FaultyClient, on_item, on_tasks
 from tests.serialized_moto import SerializedMoto
@@ -293,6 +293,7 @@ def test_entries_the_index_still_shows_after_a_claim_are_skipped_not_claimed_aga
             return super().claim(candidate, owner, now_ms, **bounds)
 
     lagging = LaggingIndex(store._db, store.settings, clock)
-    report = worker(lagging, lambda task: None, clock, capacity=1).run("work", 1)
+    # Each task outlasts the last look's leftovers (LEFTOVER_SECONDS): every claim comes from a look of the lagging index.
+    report = worker(lagging, lambda task: clock.advance(LEFTOVER_SECONDS), clock, capacity=1).run("work", 1)
     assert sorted(LaggingIndex.claims) == sorted(ids)  # each entry claimed once, never again while stale
     assert report.succeeded == 2 and report.lost == 0 and report.skipped > 0

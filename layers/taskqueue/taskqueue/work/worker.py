@@ -60,6 +60,10 @@ LOST_ROUND_PAUSE_SECONDS = 0.2
 # costs a write. So the entry of a task this run has just claimed, or lost a claim on, is skipped for this long
 # (a task it released for a retry is not: that entry is real).
 STALE_ENTRY_SECONDS = 2.0
+# A look's candidates that its round did not claim (the run was full) serve the run's next claims for this long instead
+# of a new look: tasks started together end together, and each freed slot took a look of its own, one after another
+# (the third slot of a burst waited for two looks and two claims). A task written meanwhile waits at most this much more.
+LEFTOVER_SECONDS = 0.25
 # A worker whose runner is full while claimable work waits wakes another worker at most this often (CLAIM_LANES > 1).
 HELP_SECONDS = 2.0
 # A watcher that finds every running-limit slot held reads the slots again after this long, for LIMIT_FLAT_SECONDS, then
@@ -70,6 +74,7 @@ LIMIT_FLAT_SECONDS = 2.0
 # A run that knows of work left hands over this long before its budget ends (at most half the budget), about a wake-up's
 # delivery and a warm start: its successor starts as claiming stops instead of that long after. Meanwhile the run, no
 # longer watching, claims on into the slots its tasks free; its successor takes them once it stops (``hand_over``).
+# Only where several workers may run (CLAIM_LANES > 1): with reserved concurrency 1 Lambda would throttle the successor.
 HAND_OVER_LEAD_SECONDS = 0.5
 
 
@@ -217,8 +222,12 @@ class Worker:
         # The last look (or a full run's index peek) saw claimable work this run did not take: a hand-over is due.
         more_seen = False
         missed = False  # the watch ended with writes this run may not have looked for: it must wake the queue again
-        lead = min(HAND_OVER_LEAD_SECONDS, claim_seconds / 2)
+        lead = min(HAND_OVER_LEAD_SECONDS, claim_seconds / 2) if self._settings.claim_lanes > 1 else 0.0
         limit_poll, limited_since = LIMIT_POLL_SECONDS, None
+        slot_wait = False  # the last look found every running-limit slot held and nothing of this run's running
+        leftovers: list[Candidate] = []  # the last look's candidates not claimed yet, and when that look began
+        leftovers_at = 0.0
+        saw_all = False  # that look saw the whole queue (fewer entries than it asked for, none stale, no group held back)
         # ``running``: tasks whose runner has not returned (each takes one of ``capacity``); ``recording``: every task
         # until its outcome is written. The pool has a thread more per slot, for outcomes written as the next task runs.
         running: dict[Future[None], Lease] = {}
@@ -282,20 +291,39 @@ class Worker:
                             report.stopped_by = "empty"
                             break
                         continue
+                if slot_wait and not running and not recording:
+                    # Held back by the running limit with nothing running: read the slots alone until one frees (a look
+                    # each poll read every group's first pages ten times a second beside a hand-over's last tasks).
+                    try:
+                        got = slots_held.for_claims(1)
+                    except TaskQueueError as exc:
+                        if not self._refused_for_now(report, "taking running-limit slots", exc):
+                            raise
+                        self._clock.sleep(min(left, self._refusal_pause()))
+                        continue
+                    if got is not None and not got:
+                        report.limited += 1
+                        limit_poll, limited_since = self._slot_pause(left, limit_poll, limited_since, report)
+                        continue
+                    slots_held.keep(got or [])  # spare: the claim below takes it first
+                slot_wait = False
                 stale = self._stale_ids()
+                skip = stale | self._time.found_too_long
+                fresh = self._clock.monotonic() - leftovers_at < LEFTOVER_SECONDS
+                candidates = [c for c in leftovers if c.task_id not in skip] if fresh else []
+                leftovers, met_stale, looked = [], 0, not candidates
                 try:
-                    look_started_ms = self._clock.now_ms()
-                    # Stale entries and tasks too long for this run are passed over by the read itself, so the look
-                    # reads what it can claim and no more (one request when the index holds it).
-                    wanted = max(self._settings.page_size, control.window(self._capacity))
-                    if fair.groups:  # a fair look reads one query per group: ask for what the free slots can take
-                        wanted = min(wanted, 2 * free + 1)
-                    candidates, met_stale = delayed.look(
-                        wanted, look_started_ms, skip=stale | self._time.found_too_long,
-                        fair=fair.turn(),
-                    )
-                    fair.prepare(candidates)
-                    due_in = None if candidates or running or recording else _earliest(delayed.due_in_seconds(), fair.held_back_for())
+                    if looked:  # else served from the last look, whose ``look_started_ms`` stands for the stop rule
+                        look_started_ms = self._clock.now_ms()
+                        leftovers_at = self._clock.monotonic()
+                        # Stale entries and tasks too long for this run are passed over by the read itself, so the look
+                        # reads what it can claim and no more (one request when the index holds it).
+                        wanted = max(self._settings.page_size, control.window(self._capacity))
+                        if fair.groups:  # a fair look reads one query per group: ask for what the free slots can take
+                            wanted = min(wanted, 2 * free + 1)
+                        candidates, met_stale = delayed.look(wanted, look_started_ms, skip=skip, fair=fair.turn())
+                        fair.prepare(candidates)
+                        due_in = None if candidates or running or recording else _earliest(delayed.due_in_seconds(), fair.held_back_for())
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
                     if not self._refused_for_now(report, "reading the queue", exc):
                         raise
@@ -340,21 +368,19 @@ class Worker:
                         if watch.watching:
                             # The watcher waits for a slot instead of leaving its queue idle until the safety net:
                             # slots free as other workers' tasks end (read strongly consistently).
-                            pause = min(left, limit_poll)
-                            limited_since = self._clock.monotonic() if limited_since is None else limited_since
-                            if self._clock.monotonic() - limited_since >= LIMIT_FLAT_SECONDS:
-                                limit_poll = min(IDLE_POLL_SECONDS, 2 * limit_poll)
-                            self._clock.sleep(pause)
-                            report.lingered_ms += int(pause * 1000)
+                            limit_poll, limited_since = self._slot_pause(left, limit_poll, limited_since, report)
+                            slot_wait = True
                             continue
                         report.stopped_by = "limit"  # a helper: the watcher (or the holders' tail calls) take over
                         break
                     free = min(free, len(slots))
                     limit_poll, limited_since = LIMIT_POLL_SECONDS, None
                 claimed_now = 0
+                untried = list(order)
                 for candidate in order:
                     if free == 0:
                         break
+                    untried.remove(candidate)
                     admitted: Token | bool | None = None
                     try:
                         admitted = fair.admit(candidate)  # its group's limits: a slot, a place in its rate window
@@ -370,6 +396,7 @@ class Worker:
                         fair.lost(admitted)
                         if not self._refused_for_now(report, "claiming a task", exc):
                             raise
+                        untried = []
                         break
                     self._mark_stale(candidate.task_id)
                     if task is None:
@@ -398,8 +425,16 @@ class Worker:
                 if left_over and not report.handed_over:  # handed over: the successor is on its way
                     self._help(queue, control, report)
                 held_back = fair.held_back_for() is not None  # groups at a limit: their work is not seen, wait for it
+                if free == 0 and claimed_now and untried:
+                    leftovers = untried  # for the next claims, while LEFTOVER_SECONDS of this look last
+                if not looked:
+                    more_seen = more_seen or bool(untried)
+                    if saw_all and claimed_now == len(candidates):  # the last of what that look saw: as a drained look
+                        drained_look = look_started_ms
+                    continue
                 more_seen = len(candidates) >= wanted or left_over
-                if len(candidates) < wanted and claimed_now == len(candidates) and not met_stale and not held_back:
+                saw_all = len(candidates) < wanted and not met_stale and not held_back
+                if saw_all and claimed_now == len(candidates):
                     drained_look = look_started_ms
                 if claimed_now == 0:
                     # Every claim lost or refused, or only stale entries left (another worker, or index entries
@@ -437,6 +472,20 @@ class Worker:
         if self._stopped is not None and report.stopped_by != "paused" and not report.work_remains:
             self._stopped(queue, delayed.next_due_ms(), control.record)  # a wake-up at the delayed head
         return report
+
+    def _slot_pause(
+        self, left: float, poll: float, since: float | None, report: WorkerReport
+    ) -> tuple[float, float | None]:
+        """Wait for a running-limit slot: ``poll`` seconds (LIMIT_POLL_SECONDS for LIMIT_FLAT_SECONDS, then doubling up
+        to IDLE_POLL_SECONDS); the next poll and when the wait began."""
+        now = self._clock.monotonic()
+        since = now if since is None else since
+        pause = min(left, poll)
+        if now - since >= LIMIT_FLAT_SECONDS:
+            poll = min(IDLE_POLL_SECONDS, 2 * poll)
+        self._clock.sleep(pause)
+        report.lingered_ms += int(pause * 1000)
+        return poll, since
 
     def _hand_over_now(self, queue: str, report: WorkerReport) -> bool:
         """Tail-call before the run's last tasks end; ``False`` (the run tail-calls at its end as before) when there is
