@@ -175,8 +175,7 @@ def delayed_looks(client: FaultyClient, group: str) -> int:
     )
 
 
-def test_while_a_due_entry_waits_behind_newer_work_the_looks_read_only_its_groups_delayed_partition(store, clock, monkeypatch):
-    monkeypatch.setattr(worker_module, "LEFTOVER_SECONDS", 0.0)  # a look for every claim: this test counts looks
+def test_while_a_due_entry_waits_behind_newer_work_the_looks_read_only_its_groups_delayed_partition(store, clock):
     # Issue 30: with groups, a due retry that stays behind newer work (LIFO) made every look read every group's delayed
     # partition (one query per group on the ring) until the retry ran or was shed. A look now reads the delayed
     # partitions the last search found entries in (``DelayedScope``), here group b's alone.

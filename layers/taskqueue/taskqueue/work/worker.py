@@ -62,7 +62,8 @@ LOST_ROUND_PAUSE_SECONDS = 0.2
 STALE_ENTRY_SECONDS = 2.0
 # A look's candidates that its round did not claim (the run was full) serve the run's next claims for this long instead
 # of a new look: tasks started together end together, and each freed slot took a look of its own, one after another
-# (the third slot of a burst waited for two looks and two claims). A task written meanwhile waits at most this much more.
+# (the third slot of a burst waited for two looks and two claims). Not in a queue with groups: a group that activates
+# after the look must get the next free slot (fair share's promise to a quiet group), which would go to the busy one.
 LEFTOVER_SECONDS = 0.25
 # A worker whose runner is full while claimable work waits wakes another worker at most this often (CLAIM_LANES > 1).
 HELP_SECONDS = 2.0
@@ -425,7 +426,7 @@ class Worker:
                 if left_over and not report.handed_over:  # handed over: the successor is on its way
                     self._help(queue, control, report)
                 held_back = fair.held_back_for() is not None  # groups at a limit: their work is not seen, wait for it
-                if free == 0 and claimed_now and untried:
+                if free == 0 and claimed_now and untried and not fair.groups:
                     leftovers = untried  # for the next claims, while LEFTOVER_SECONDS of this look last
                 if not looked:
                     more_seen = more_seen or bool(untried)
