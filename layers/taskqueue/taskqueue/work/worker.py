@@ -260,7 +260,7 @@ class Worker:
                     if in_index:
                         drained_look = None  # look once a slot frees
                         more_seen = True
-                    if ((watch.unseen_write() and self._helped_for != watch.newest_seq) or in_index) and not report.handed_over:
+                    if (watch.unseen_write() and self._helped_for != watch.newest_seq) or in_index:
                         self._helped_for = watch.newest_seq
                         self._help(queue, control, report)
                     wait(running, timeout=min(left, self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS),
@@ -423,7 +423,7 @@ class Worker:
                         report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND * (self._clock.monotonic() - started)):
                     watch.allow_read_reuse()  # a fast queue: producers may reuse their reads of its record
                 left_over = free == 0 and len(order) > claimed_now  # claimable work this run has no slot for
-                if left_over and not report.handed_over:  # handed over: the successor is on its way
+                if left_over:
                     self._help(queue, control, report)
                 held_back = fair.held_back_for() is not None  # groups at a limit: their work is not seen, wait for it
                 if free == 0 and claimed_now and untried and not fair.groups:
@@ -508,7 +508,7 @@ class Worker:
         last request for slots found: a helper could run nothing). A refused publish is logged; the next round asks
         again."""
         now = self._clock.monotonic()
-        if self._call_for_help is None:
+        if self._call_for_help is None or report.handed_over:  # handed over: the successor is on its way
             return
         limit = self._store.running_limit(queue)
         if limit is not None and (self._slots.held >= limit or self._slots.short):
