@@ -143,6 +143,46 @@ def test_a_free_slot_goes_to_a_group_holding_none_before_the_next_group_on_the_r
         run.join()
 
 
+def test_a_free_slot_goes_to_a_quiet_groups_burst_before_a_group_that_had_the_runner_lately(store, clock):
+    """The busy group ran two tasks for 3 s; as its last one ends it runs nothing, while the quiet group runs one task
+    of a burst of two: the slot goes to the quiet group's second task (by running counts alone it went to the busy
+    group, and the quiet burst's older task waited a whole task's time)."""
+    create(store, clock.now_ms(), 3, group="busy")
+    started: queue.Queue = queue.Queue()
+    release: dict[str, threading.Event] = {}
+
+    def runner(task):
+        done = release.setdefault(task.task_id, threading.Event())
+        started.put(task)
+        assert done.wait(10)
+
+    worker = Worker(store, runner, capacity=2, owner="w", clock=clock)
+    run = threading.Thread(target=worker.run, args=("work", 60))
+    run.start()
+    try:
+        first, second = started.get(timeout=10), started.get(timeout=10)
+        assert first.group == second.group == "busy"
+        clock.advance(3)
+        create(store, clock.now_ms(), 2, group="quiet")
+        release[first.task_id].set()
+        third = started.get(timeout=10)
+        assert third.group == "quiet"
+        clock.advance(0.5)
+        release[second.task_id].set()
+        fourth = started.get(timeout=10)
+        assert fourth.group == "quiet", "the group that had the runner for 6 slot-seconds took the slot from a quiet burst"
+    finally:
+        for task_id in list(release):
+            release[task_id].set()
+        while run.is_alive():
+            try:
+                task = started.get(timeout=0.2)
+                release.setdefault(task.task_id, threading.Event()).set()
+            except queue.Empty:
+                pass
+        run.join()
+
+
 def test_without_groups_the_queue_is_served_as_before_and_reads_no_ring(store, clock):
     ids = create(store, clock.now_ms(), 3)
     assert not store.read_wake_record("work").has_groups

@@ -85,18 +85,51 @@ def test_limits_check_their_ranges_and_pauses():
 
 
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.integers(0, 99)), max_size=12),
+       st.dictionaries(st.sampled_from(["a", "b", "c", None]), st.sampled_from([0.0, 0.5, 3.0])),
        st.lists(st.sampled_from(["a", "b", "c", None]), max_size=6))
-def test_fewest_running_first_orders_by_running_and_keeps_the_looks_order_among_equals(candidates, running):
-    ordered = fairness.fewest_running_first(candidates, lambda c: c[0], running)
+def test_least_used_first_orders_by_use_then_running_and_keeps_the_looks_order_among_equals(candidates, use, running):
+    ordered = fairness.least_used_first(candidates, lambda c: c[0], use, running)
     counts = Counter(running)
+
+    def rank(c):
+        return use.get(c[0], 0.0), counts[c[0]]
+
     assert Counter(ordered) == Counter(candidates)  # nothing lost or added
-    assert [counts[c[0]] for c in ordered] == sorted(counts[c[0]] for c in candidates)
-    for n in set(counts[c[0]] for c in candidates):
-        assert [c for c in ordered if counts[c[0]] == n] == [c for c in candidates if counts[c[0]] == n]
+    assert [rank(c) for c in ordered] == sorted(rank(c) for c in candidates)
+    for r in {rank(c) for c in candidates}:
+        assert [c for c in ordered if rank(c) == r] == [c for c in candidates if rank(c) == r]
 
 
-def test_a_group_holding_no_slot_comes_before_one_holding_some():
+def test_a_group_that_had_the_runner_lately_comes_after_one_that_did_not_whatever_runs_now():
     look = [("busy", 1), ("quiet", 1), ("busy", 2), (None, 1)]
-    assert fairness.fewest_running_first(look, lambda c: c[0], ["busy", "busy", None]) == [
+    # Nothing used yet (a run's start, a clock standing still): fewer running first, as SQS's in-flight counts.
+    assert fairness.least_used_first(look, lambda c: c[0], {}, ["busy", "busy", None]) == [
         ("quiet", 1), (None, 1), ("busy", 1), ("busy", 2)]
+    # The busy group ran for seconds and runs nothing now; the quiet group runs one task: the quiet one still first.
+    assert fairness.least_used_first(look, lambda c: c[0], {"busy": 6.0, "quiet": 0.4}, ["quiet"]) == [
+        (None, 1), ("quiet", 1), ("busy", 1), ("busy", 2)]
+
+
+def test_recent_use_adds_runner_seconds_and_halves_every_half_life():
+    use = fairness.RecentUse(half_life=5.0)
+    assert use.of("a", 100.0) == 0.0
+    use.add("a", 2.0, now=100.0)
+    use.add("a", 1.0, now=100.0)
+    assert use.of("a", 100.0) == pytest.approx(3.0)
+    assert use.of("a", 105.0) == pytest.approx(1.5)
+    use.add("a", 0.5, now=110.0)  # 0.75 left of the 3, then 0.5 more
+    assert use.of("a", 110.0) == pytest.approx(1.25)
+    assert use.of("b", 110.0) == 0.0 and use.of(None, 110.0) == 0.0
+    use.add(None, -1.0, now=110.0)  # a clock that stepped back adds nothing
+    assert use.of(None, 110.0) == 0.0
+    with pytest.raises(ValueError, match="half-life"):
+        fairness.RecentUse(half_life=0)
+
+
+def test_recent_use_forgets_groups_long_unused_once_it_holds_many():
+    use = fairness.RecentUse(half_life=1.0)
+    for g in range(fairness.RecentUse.PRUNE_AT):
+        use.add(f"g{g}", 1.0, now=0.0)
+    use.add("late", 1.0, now=60.0)  # past PRUNE_AT: the others, 2**-60 of a second each, are dropped
+    assert len(use._use) == 1 and use.of("late", 60.0) == 1.0
 

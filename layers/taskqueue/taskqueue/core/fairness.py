@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -207,13 +207,36 @@ def ring_from(entries: Sequence[RingEntry], after: str | None) -> list[RingEntry
     return later + [e for e in entries if e.sort <= after]
 
 
-def fewest_running_first(candidates: Sequence[T], group_of: Callable[[T], str | None],
-                         running: Iterable[str | None]) -> list[T]:
-    """``candidates`` (a look's, round-robin across groups) with the groups that have fewer tasks running first, the
-    look's order kept among equals: a free slot goes to a quiet group's task before the next of a group that already
-    holds slots, as SQS fair queues serve a tenant with few messages in flight before one with many."""
+class RecentUse:
+    """Each group's runner-seconds on one worker, halving every ``half_life`` seconds: how much of the runner a group
+    had lately. Pure bookkeeping on times handed in (a monotonic clock's seconds)."""
+
+    PRUNE_AT = 4096  # groups remembered before the nearly-forgotten ones are dropped (a run meets few groups)
+
+    def __init__(self, half_life: float) -> None:
+        if half_life <= 0:
+            raise ValueError(f"a half-life is positive, got {half_life}")
+        self._half_life = half_life
+        self._use: dict[str | None, tuple[float, float]] = {}  # group -> (seconds, as of)
+
+    def add(self, group: str | None, seconds: float, now: float) -> None:
+        self._use[group] = (self.of(group, now) + max(0.0, seconds), now)
+        if len(self._use) > self.PRUNE_AT:
+            self._use = {g: (v, t) for g, (v, t) in self._use.items() if self.of(g, now) >= 0.001}
+
+    def of(self, group: str | None, now: float) -> float:
+        seconds, as_of = self._use.get(group, (0.0, now))
+        return seconds * 0.5 ** (max(0.0, now - as_of) / self._half_life)
+
+
+def least_used_first(candidates: Sequence[T], group_of: Callable[[T], str | None], use: Mapping[str | None, float],
+                     running: Iterable[str | None]) -> list[T]:
+    """``candidates`` (a look's, round-robin across groups) with the groups that used the runner least lately first
+    (``use``: runner-seconds, the running tasks' time so far included), then those with fewer tasks running, the look's
+    order kept among equals: a free slot goes to a quiet group's task before the next of a group that has had the
+    runner, as SQS fair queues serve a tenant with few messages in flight before one with many."""
     counts = Counter(running)
-    return sorted(candidates, key=lambda c: counts[group_of(c)])
+    return sorted(candidates, key=lambda c: (use.get(group_of(c), 0.0), counts[group_of(c)]))
 
 
 def round_robin(sources: Iterable[Iterator[T]]) -> Iterator[T]:

@@ -3,6 +3,9 @@ ring of groups, which groups it holds back (at a limit or paused), and the per-g
 
 - **The cursor**: after each claim, the run's next look starts just after the claimed task's group, so every group
   with waiting work comes round in turn, for every worker, with no shared write per claim.
+- **Recent use**: each group's runner-seconds on this run, halving every USE_HALF_LIFE_SECONDS, its running tasks' time
+  so far included; a look's candidates are claimed least used first (``order``), so a quiet group's burst drains
+  before the busy group takes another slot.
 - **Concurrency** (GROUP_CONCURRENCY or the group's own setting): a claim of a grouped task first takes one of the
   group's slots (leased items, as the queue's running limit); the slot is renewed while the task runs and freed when
   its runner returns. No free slot: the group is held back for HOLD_SECONDS and the look passes it over.
@@ -18,6 +21,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 from aws_lambda_powertools import Logger
 
@@ -35,6 +39,9 @@ logger = Logger(child=True)
 SETTINGS_SECONDS = 5.0
 # A group found at its concurrency limit is passed over this long before the run tries its slots again.
 HOLD_SECONDS = 0.5
+# How long a group's use of the runner weighs against it: halved every this many seconds (a busy group's steady use,
+# two slots' worth, stays far above a quiet group's burst of a few tasks).
+USE_HALF_LIFE_SECONDS = 5.0
 
 
 class FairShare:
@@ -63,6 +70,8 @@ class FairShare:
         self._lock = threading.RLock()
         self._slots: dict[tuple[str, int], Token] = {}  # (group, index) -> the token as last taken or renewed
         self._renewed_at = 0.0
+        self._use = fairness.RecentUse(USE_HALF_LIFE_SECONDS)
+        self._running: dict[str, tuple[str | None, float]] = {}  # task id -> (its group, claimed at, monotonic)
 
     @property
     def groups(self) -> bool:
@@ -133,9 +142,30 @@ class FairShare:
         return None if until is None else (until - now_ms) / 1000
 
     def claimed(self, candidate: Candidate) -> None:
-        """The next look starts after this task's group on its shard's ring."""
+        """The next look starts after this task's group on its shard's ring; the task's time counts as its group's use."""
         with self._lock:
             self._after[candidate.shard] = "" if candidate.group is None else fairness.ring_sort(candidate.group)
+            self._running[candidate.task_id] = (candidate.group, self._clock.monotonic())
+
+    def ended(self, task_id: str) -> None:
+        """A task's runner returned: its time so far joins its group's recent use."""
+        now = self._clock.monotonic()
+        with self._lock:
+            group, started = self._running.pop(task_id, (None, None))
+            if started is not None:
+                self._use.add(group, now - started, now)
+
+    def order(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """A look's candidates in claim order: the groups that used this run's runner least lately first (a free slot
+        to a quiet group before the next of a busy one), then fewer running, the look's round-robin among equals."""
+        now = self._clock.monotonic()
+        with self._lock:
+            running = list(self._running.values())
+            use = {c.group: self._use.of(c.group, now) for c in candidates}
+        for group, started in running:
+            if group in use:
+                use[group] += now - started
+        return fairness.least_used_first(candidates, attrgetter("group"), use, (group for group, _ in running))
 
     def lost(self, admitted: Token | bool | None) -> None:
         if isinstance(admitted, Token):

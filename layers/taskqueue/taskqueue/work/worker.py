@@ -23,12 +23,10 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from taskqueue.core import fairness
 from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import ConfigError, TaskQueueError, TaskTooLong
 from taskqueue.core.handshake import READ_REUSE_MIN_CLAIMS_PER_SECOND, WakeRecord
@@ -351,8 +349,8 @@ class Worker:
                 if candidates:
                     watch.resumed()  # work after a stop's first step: producers may skip their touch again
                 order = control.plan(candidates, self._capacity)
-                if fair.groups:  # a free slot to a group with fewer of this run's tasks running first
-                    order = fairness.fewest_running_first(order, attrgetter("group"), (lease.task.group for lease in running.values()))
+                if fair.groups:  # a free slot to the group that had this run's runner least lately
+                    order = fair.order(order)
                 try:
                     slots = slots_held.for_claims(min(free, len(order))) if order else None
                 except TaskQueueError as exc:  # not the limit: a refused slot read or write; pause, look again
@@ -645,6 +643,7 @@ class Worker:
                 self._slots.done(lease.slot)
             if lease.group_slot is not None:
                 self._fair.done(lease.group_slot)
+            self._fair.ended(lease.task.task_id)
             ran.set_result(None)
 
         try:
