@@ -133,3 +133,14 @@ def test_recent_use_forgets_groups_long_unused_once_it_holds_many():
     use.add("late", 1.0, now=60.0)  # past PRUNE_AT: the others, 2**-60 of a second each, are dropped
     assert len(use._use) == 1 and use.of("late", 60.0) == 1.0
 
+
+
+def test_a_running_task_weighs_on_its_group_as_at_least_the_expected_task_time():
+    use = fairness.use_with_running({"busy": 0.5, "quiet": 1.2}, [("busy", 0.0), ("busy", 2.5), (None, 0.1)], expected=1.0)
+    assert use == {"busy": 0.5 + 1.0 + 2.5, "quiet": 1.2, None: 1.0}
+    # Three slots free together: the first goes to the group that had least, the second no longer does.
+    look = [("busy", 1), ("quiet", 1)]
+    first = fairness.least_used_first(look, lambda c: c[0], fairness.use_with_running({"busy": 0.8, "quiet": 1.5}, [], 1.0), [])
+    assert first[0] == ("busy", 1)
+    after = fairness.use_with_running({"busy": 0.8, "quiet": 1.5}, [("busy", 0.0)], 1.0)
+    assert fairness.least_used_first(look, lambda c: c[0], after, ["busy"])[0] == ("quiet", 1)

@@ -229,6 +229,18 @@ class RecentUse:
         return seconds * 0.5 ** (max(0.0, now - as_of) / self._half_life)
 
 
+def use_with_running(finished: Mapping[str | None, float], running: Iterable[tuple[str | None, float]],
+                     expected: float) -> dict[str | None, float]:
+    """Each group's use of the runner as a free slot's choice weighs it: its finished tasks' recent runner-seconds
+    (``finished``) plus, for each task of it running now (``(group, seconds so far)``), at least ``expected`` seconds
+    (a task just claimed will hold its slot about as long as tasks do): so slots that free together do not all go to
+    the group that had least before the first of them was claimed."""
+    use = dict(finished)
+    for group, elapsed in running:
+        use[group] = use.get(group, 0.0) + max(elapsed, expected)
+    return use
+
+
 def least_used_first(candidates: Sequence[T], group_of: Callable[[T], str | None], use: Mapping[str | None, float],
                      running: Iterable[str | None]) -> list[T]:
     """``candidates`` (a look's, round-robin across groups) with the groups that used the runner least lately first

@@ -3,8 +3,8 @@ ring of groups, which groups it holds back (at a limit or paused), and the per-g
 
 - **The cursor**: after each claim, the run's next look starts just after the claimed task's group, so every group
   with waiting work comes round in turn, for every worker, with no shared write per claim.
-- **Recent use**: each group's runner-seconds on this run, halving every USE_HALF_LIFE_SECONDS, its running tasks' time
-  so far included; a look's candidates are claimed least used first (``order``), so a quiet group's burst drains
+- **Recent use**: each group's runner-seconds on this run, halving every USE_HALF_LIFE_SECONDS, each running task counted
+  as at least the run's mean task time; a look's candidates are claimed least used first (``order``), so a quiet group's burst drains
   before the busy group takes another slot.
 - **Concurrency** (GROUP_CONCURRENCY or the group's own setting): a claim of a grouped task first takes one of the
   group's slots (leased items, as the queue's running limit); the slot is renewed while the task runs and freed when
@@ -42,6 +42,8 @@ HOLD_SECONDS = 0.5
 # How long a group's use of the runner weighs against it: halved every this many seconds (a busy group's steady use,
 # two slots' worth, stays far above a quiet group's burst of a few tasks).
 USE_HALF_LIFE_SECONDS = 5.0
+# A running task weighs on its group as at least this run's mean task time; this before any task of the run ended.
+EXPECTED_TASK_SECONDS = 1.0
 
 
 class FairShare:
@@ -72,6 +74,7 @@ class FairShare:
         self._renewed_at = 0.0
         self._use = fairness.RecentUse(USE_HALF_LIFE_SECONDS)
         self._running: dict[str, tuple[str | None, float]] = {}  # task id -> (its group, claimed at, monotonic)
+        self._ended = (0, 0.0)  # tasks of this run ended, their seconds in all
 
     @property
     def groups(self) -> bool:
@@ -154,17 +157,20 @@ class FairShare:
             group, started = self._running.pop(task_id, (None, None))
             if started is not None:
                 self._use.add(group, now - started, now)
+                count, seconds = self._ended
+                self._ended = (count + 1, seconds + now - started)
 
     def order(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """A look's candidates in claim order: the groups that used this run's runner least lately first (a free slot
-        to a quiet group before the next of a busy one), then fewer running, the look's round-robin among equals."""
+        to a quiet group before the next of a busy one; a running task weighs as at least the run's mean task time),
+        then fewer running, the look's round-robin among equals."""
         now = self._clock.monotonic()
         with self._lock:
             running = list(self._running.values())
-            use = {c.group: self._use.of(c.group, now) for c in candidates}
-        for group, started in running:
-            if group in use:
-                use[group] += now - started
+            finished = {c.group: self._use.of(c.group, now) for c in candidates}
+            count, seconds = self._ended
+        expected = seconds / count if count else EXPECTED_TASK_SECONDS
+        use = fairness.use_with_running(finished, ((group, now - started) for group, started in running), expected)
         return fairness.least_used_first(candidates, attrgetter("group"), use, (group for group, _ in running))
 
     def lost(self, admitted: Token | bool | None) -> None:
