@@ -28,6 +28,7 @@ import traceback
 import uuid
 
 END_MARK = "\x00local-sandbox-end "
+READY_MARK = "\x00local-sandbox-ready"  # the child's init (the handler's import) is over
 
 
 def scale_clock(scale: float, epoch: float) -> None:
@@ -95,7 +96,7 @@ def _child() -> None:
                       "errorMessage": f"Unable to import module '{module_name}': {type(exc).__name__}: {exc}",
                       "stackTrace": traceback.format_exc().splitlines()}
         traceback.print_exc()
-    sys.stdout.flush()
+    print(READY_MARK, flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         if init_error:
@@ -191,6 +192,8 @@ if __name__ != "__main__":
             self._logs: list[str] = []
             self._logs_lock = threading.Lock()
             self._end = threading.Event()
+            self.ready = threading.Event()  # its init is over (or it exited)
+            self.prewarmed = False  # started before traffic: its first invocation finds its init done
             self.invocations = 0
             threading.Thread(target=self._read_results, args=(read_fd,), daemon=True).start()
             threading.Thread(target=self._read_logs, daemon=True).start()
@@ -207,11 +210,15 @@ if __name__ != "__main__":
                 if line.startswith(END_MARK):
                     self._end.set()
                     continue
+                if line.startswith(READY_MARK):
+                    self.ready.set()
+                    continue
                 with self._logs_lock:
                     self._logs.append(line.rstrip("\n"))
                 if self.log_sink:
                     self.log_sink(self.spec.logical_id, line.rstrip("\n"))
             self._end.set()
+            self.ready.set()
 
         @property
         def alive(self) -> bool:
@@ -221,7 +228,7 @@ if __name__ != "__main__":
             """``request_id``: the invocation's id (Lambda keeps it when it retries an asynchronous event)."""
             spec = self.spec
             request_id = request_id or str(uuid.uuid4())
-            inv = Invocation(spec.logical_id, request_id, cold_start=self.invocations == 0)
+            inv = Invocation(spec.logical_id, request_id, cold_start=self.invocations == 0 and not self.prewarmed)
             self.invocations += 1
             timeout = spec.timeout if timeout is None else timeout
             request = {"event": event, "request_id": request_id, "function_name": spec.name, "memory": spec.memory,
@@ -327,6 +334,26 @@ if __name__ != "__main__":
                 else:
                     sandbox.close()
             return inv
+
+        def prewarm(self, count: int, timeout: float = 60.0) -> int:
+            """Start sandboxes until ``count`` are idle and wait for their init (a function that serves steady
+            traffic has warm environments; a laptop that cold-starts ten at once on two cores takes seconds each).
+            Returns how many are idle and alive."""
+            with self._lock:
+                wanted = max(0, min(count, self.limit) - len(self._idle))
+            started = [Sandbox(self.spec, self.env, self.log_sink) for _ in range(wanted)]
+            deadline = time.monotonic() + timeout
+            for sandbox in started:
+                sandbox.ready.wait(max(0.0, deadline - time.monotonic()))
+            with self._lock:
+                for sandbox in started:
+                    if sandbox.alive and sandbox.ready.is_set() and not self._closed:
+                        sandbox.prewarmed = True
+                        self._all.append(sandbox)
+                        self._idle.append(sandbox)
+                    else:
+                        sandbox.kill()
+                return sum(1 for s in self._idle if s.alive)
 
         def close(self) -> None:
             with self._lock:

@@ -316,6 +316,11 @@ class Engine:
             raise KeyError(f"{name} is skipped: {self.skipped[name]}")
         raise KeyError(f"no function {name!r}; known: {', '.join(self.functions)}")
 
+    def prewarm(self, function: str, count: int) -> int:
+        """Start ``count`` execution environments of a function before the traffic (a scenario's steady state):
+        how many are idle and ready."""
+        return self.pools[self.resolve_function(function)].prewarm(count)
+
     def invoke(self, function: str, event: Any) -> Invocation:
         """A synchronous (RequestResponse) invocation, as Lambda serves one: run now if the function has a free
         slot, else refused at once (``inv.throttled``, error ``TooManyRequestsException``, HTTP 429; counted as

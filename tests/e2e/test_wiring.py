@@ -64,3 +64,17 @@ def test_filter_policy_in_the_template_decides_which_wakeups_reach_process_tasks
     assert engine.wait_for(lambda: not engine.busy(), timeout=10)
     assert invocations(engine, "ProcessTasksFunction") == []
     assert engine.observer.counts()["PENDING"] == 2
+
+
+def test_prewarmed_environments_serve_the_first_invocations_without_a_cold_start(start_engine):
+    """A scenario warms environments before its traffic (local/scenarios/tenants.py): they are idle and initialised,
+    and the first invocations use them, none cold."""
+    engine = start_engine()
+    assert engine.prewarm("CreateTasksFunction", 2) == 2
+    pool = engine.pools["CreateTasksFunction"]
+    assert pool.stats["cold_starts"] == 0 and len(pool._idle) == 2
+    first = engine.invoke("CreateTasksFunction", {"queue": "work", "count": 1})
+    assert first.ok, first.error
+    assert not first.cold_start and pool.stats["cold_starts"] == 0
+    assert engine.prewarm("CreateTasksFunction", 2) == 2  # already warm: nothing more started
+    assert len(pool._all) == 2
