@@ -4,6 +4,7 @@ kept by producers and workers, per-group concurrency (8 workers at once, 0 viola
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import threading
@@ -103,44 +104,54 @@ def test_a_worker_serves_quiet_groups_before_the_noisy_groups_backlog(store, clo
     assert served.count("noisy") <= 3
 
 
+@contextlib.contextmanager
+def held_runs(store: TaskStore, clock, capacity: int = 2):
+    """A worker of ``capacity`` running in a thread whose tasks run until the test releases them: yields the queue of
+    tasks as they start and ``release(task)``; at the end every task is released and the worker joined."""
+    started: queue.Queue = queue.Queue()
+    events: dict[str, threading.Event] = {}
+
+    def event(task_id: str) -> threading.Event:
+        return events.setdefault(task_id, threading.Event())
+
+    def runner(task):
+        done = event(task.task_id)
+        started.put(task)
+        assert done.wait(10)
+
+    worker = Worker(store, runner, capacity=capacity, owner="w", clock=clock)
+    run = threading.Thread(target=worker.run, args=("work", 60))
+    run.start()
+    try:
+        yield started, lambda task: event(task.task_id).set()
+    finally:
+        for done in list(events.values()):
+            done.set()
+        while run.is_alive():
+            try:
+                event(started.get(timeout=0.2).task_id).set()
+            except queue.Empty:
+                pass
+        run.join()
+
+
 def test_a_free_slot_goes_to_a_group_holding_none_before_the_next_group_on_the_ring(store, clock):
     """Round-robin from the cursor would give the slot to the busy group (next on the ring after the group just served);
     it already runs a task of this worker's, the other group none: the other group's task is claimed first. Each claim
     looks again: a fair queue reuses no look's leftovers (work/worker.py, LEFTOVER_SECONDS), however little time passed."""
     served, busy, other = sorted(["tenant-a", "tenant-b", "tenant-c"], key=fairness.ring_sort)
     create(store, clock.now_ms(), 3, group=busy)
-    started: queue.Queue = queue.Queue()
-    release: dict[str, threading.Event] = {}
-
-    def runner(task):
-        done = release.setdefault(task.task_id, threading.Event())
-        started.put(task)
-        assert done.wait(10)
-
-    worker = Worker(store, runner, capacity=2, owner="w", clock=clock)
-    run = threading.Thread(target=worker.run, args=("work", 60))
-    run.start()
-    try:
+    with held_runs(store, clock) as (started, release):
         first, second = started.get(timeout=10), started.get(timeout=10)
         assert first.group == second.group == busy
         create(store, clock.now_ms(), 1, group=served)
-        release[first.task_id].set()
+        release(first)
         third = started.get(timeout=10)
         assert third.group == served  # the walk from the busy group wraps to it
         create(store, clock.now_ms(), 1, group=other)
-        release[third.task_id].set()
+        release(third)
         fourth = started.get(timeout=10)
         assert fourth.group == other, "the busy group, which holds a slot, was served before a group holding none"
-    finally:
-        for task_id in list(release):
-            release[task_id].set()
-        while run.is_alive():
-            try:
-                task = started.get(timeout=0.2)
-                release.setdefault(task.task_id, threading.Event()).set()
-            except queue.Empty:
-                pass
-        run.join()
 
 
 def test_a_free_slot_goes_to_a_quiet_groups_burst_before_a_group_that_had_the_runner_lately(store, clock):
@@ -148,39 +159,39 @@ def test_a_free_slot_goes_to_a_quiet_groups_burst_before_a_group_that_had_the_ru
     of a burst of two: the slot goes to the quiet group's second task (by running counts alone it went to the busy
     group, and the quiet burst's older task waited a whole task's time)."""
     create(store, clock.now_ms(), 3, group="busy")
-    started: queue.Queue = queue.Queue()
-    release: dict[str, threading.Event] = {}
-
-    def runner(task):
-        done = release.setdefault(task.task_id, threading.Event())
-        started.put(task)
-        assert done.wait(10)
-
-    worker = Worker(store, runner, capacity=2, owner="w", clock=clock)
-    run = threading.Thread(target=worker.run, args=("work", 60))
-    run.start()
-    try:
+    with held_runs(store, clock) as (started, release):
         first, second = started.get(timeout=10), started.get(timeout=10)
         assert first.group == second.group == "busy"
         clock.advance(3)
         create(store, clock.now_ms(), 2, group="quiet")
-        release[first.task_id].set()
+        release(first)
         third = started.get(timeout=10)
         assert third.group == "quiet"
         clock.advance(0.5)
-        release[second.task_id].set()
+        release(second)
         fourth = started.get(timeout=10)
         assert fourth.group == "quiet", "the group that had the runner for 6 slot-seconds took the slot from a quiet burst"
-    finally:
-        for task_id in list(release):
-            release[task_id].set()
-        while run.is_alive():
-            try:
-                task = started.get(timeout=0.2)
-                release.setdefault(task.task_id, threading.Event()).set()
-            except queue.Empty:
-                pass
-        run.join()
+
+
+def test_slots_that_free_together_do_not_all_go_to_the_group_that_had_least(store, clock):
+    """The quiet group's task runs 2 s; as it ends, both of the worker's slots are free and one look finds both groups'
+    tasks: the first claim goes to the busy group (it had nothing yet), the second to the quiet one, since the claim
+    just made weighs on the busy group at once (by the look's order alone both went to the busy group)."""
+    create(store, clock.now_ms(), 1, group="quiet")
+    claims: list[str] = []
+
+    def runner(task):
+        claims.append(task.group)
+        if len(claims) == 1:
+            time.sleep(0.2)  # orders two threads, not a clock: the run looks (empty) and waits for this task first
+            clock.advance(2)
+            create(store, clock.now_ms(), 2, group="busy")
+            create(store, clock.now_ms(), 2, group="quiet")
+
+    worker = Worker(store, runner, capacity=2, owner="w", clock=clock)
+    worker.run("work", 60)
+    assert claims[0] == "quiet"
+    assert set(claims[1:3]) == {"busy", "quiet"}, f"both slots that freed together went to one group: {claims}"
 
 
 def test_without_groups_the_queue_is_served_as_before_and_reads_no_ring(store, clock):

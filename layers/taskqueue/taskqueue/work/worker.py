@@ -376,10 +376,8 @@ class Worker:
                     limit_poll, limited_since = LIMIT_POLL_SECONDS, None
                 claimed_now = 0
                 untried = list(order)
-                for candidate in order:
-                    if free == 0:
-                        break
-                    untried.remove(candidate)
+                while untried and free > 0:
+                    candidate = untried.pop(0)
                     admitted: Token | bool | None = None
                     try:
                         admitted = fair.admit(candidate)  # its group's limits: a slot, a place in its rate window
@@ -416,6 +414,8 @@ class Worker:
                     ran: Future[None] = Future()
                     recording[pool.submit(self._run_one, lease, report, ran)] = lease
                     running[ran] = lease
+                    if fair.groups and untried:  # the claim weighs on its group now: the next free slot may go elsewhere
+                        untried = fair.order(untried)
                 slots_held.keep(slots or [])
                 if claimed_now and not watch.read_reuse_wanted and report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND and (
                         report.claimed >= READ_REUSE_MIN_CLAIMS_PER_SECOND * (self._clock.monotonic() - started)):
