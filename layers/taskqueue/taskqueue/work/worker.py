@@ -296,9 +296,8 @@ class Worker:
                     try:
                         got = slots_held.for_claims(1)
                     except TaskQueueError as exc:
-                        if not self._refused_for_now(report, "taking running-limit slots", exc):
+                        if not self._paused_if_refused(report, "taking running-limit slots", exc, left):
                             raise
-                        self._clock.sleep(min(left, self._refusal_pause()))
                         continue
                     if got is not None and not got:
                         report.limited += 1
@@ -324,9 +323,8 @@ class Worker:
                         fair.prepare(candidates)
                         due_in = None if candidates or running or recording else _earliest(delayed.due_in_seconds(), fair.held_back_for())
                 except TaskQueueError as exc:  # throttled past the SDK's retries: back off, look again
-                    if not self._refused_for_now(report, "reading the queue", exc):
+                    if not self._paused_if_refused(report, "reading the queue", exc, left):
                         raise
-                    self._clock.sleep(min(left, self._refusal_pause()))
                     continue
                 if not candidates and not met_stale:  # nothing claimable: wait for work (a stale entry: look again)
                     # An empty look while tasks run is not taken as a drained queue: with other claimers and a lagging
@@ -354,9 +352,8 @@ class Worker:
                 try:
                     slots = slots_held.for_claims(min(free, len(order))) if order else None
                 except TaskQueueError as exc:  # not the limit: a refused slot read or write; pause, look again
-                    if not self._refused_for_now(report, "taking running-limit slots", exc):
+                    if not self._paused_if_refused(report, "taking running-limit slots", exc, left):
                         raise
-                    self._clock.sleep(min(left, self._refusal_pause()))
                     continue
                 if slots is not None:
                     if not slots:  # the queue-wide running limit is reached: other workers' tasks hold every slot
@@ -566,9 +563,13 @@ class Worker:
         logger.warning(f"{what} was refused for now; {then}", extra={"queue": report.queue, "error": str(exc)})
         return True
 
-    def _refusal_pause(self) -> float:
-        # Jittered, and short enough that the heartbeat of the tasks in flight keeps its pace.
-        return min(self._heartbeat_seconds(), self._rng.uniform(0.5, 1.0) * RECORD_BACKOFF_SECONDS)
+    def _paused_if_refused(self, report: WorkerReport, what: str, exc: Exception, left: float) -> bool:
+        """The claim loop's refused read or write: ``_refused_for_now``, then a pause before it tries again (jittered,
+        and short enough that the heartbeat of the tasks in flight keeps its pace); ``False``: not a passing refusal."""
+        if not self._refused_for_now(report, what, exc):
+            return False
+        self._clock.sleep(min(left, self._heartbeat_seconds(), self._rng.uniform(0.5, 1.0) * RECORD_BACKOFF_SECONDS))
+        return True
 
     def _index_peek(self, queue: str) -> bool:
         """Does the index show a claimable task this run has neither claimed, passed over, nor reported already? One
