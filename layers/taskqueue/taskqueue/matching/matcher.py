@@ -41,7 +41,8 @@ from taskqueue.matching.agents import AgentStore, PairsResult
 from taskqueue.matching.pairing import Pair, Snapshot, Waiting
 from taskqueue.matching.shared_plan import SharedPlan
 from taskqueue.store import Candidate, FairTurn, TaskStore
-from taskqueue.wakeups.watch import Lingering, Watch
+from taskqueue.wakeups.lingering import Lingering
+from taskqueue.wakeups.watch import Watch
 from taskqueue.work.claim_control import ClaimControl
 
 logger = Logger(child=True)

@@ -35,7 +35,8 @@ from taskqueue.core.run_time import InvocationTime, too_long_message
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.wake_schedule import WAIT_HORIZON_SECONDS, worth_waiting
 from taskqueue.store import Candidate, FairTurn, TaskStore, Token, dynamo
-from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS, RECORD_POLL_SECONDS, Lingering, Watch
+from taskqueue.wakeups.lingering import Lingering
+from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS, RECORD_POLL_SECONDS, Watch
 from taskqueue.work.claim_control import ClaimControl
 from taskqueue.work.delayed_view import DelayedView
 from taskqueue.work.fair_share import FairShare
