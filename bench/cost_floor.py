@@ -15,6 +15,10 @@ invocation starts for it. So every design pays, per task, at least the cheaper o
 
 and the writes any design keeps (DESIGN.md): a task's three transitions on its own item (created, claimed, finished),
 and a sparse index that must hold a PENDING task (a put) and must lose it once finished (a delete): 5 write units.
+The template's default running limit (``WorkRunningLimit`` empty: RunnerCapacity across every worker, since several
+may run) adds what holding it costs: an invocation started for a batch must take a shared slot and give it back (two
+conditional writes, ``SLOT_WRITES_PER_START``), since no other worker knows what it runs; a worker kept running holds
+its slots across tasks (this project's watcher: one lease renewal a half-minute, left out).
 A claim that leaves the index entry as it is (no projected attribute changes) costs the index nothing; finders tell a
 TAKEN entry by the task's item (a read, a tenth of a write). Reads, storage and the backstops are left out (generous).
 
@@ -49,6 +53,7 @@ LATE_SHARE = 0.05  # a p95 target lets 5 % of tasks wait longer
 LEAST_RUN_SECONDS = 0.05  # the least invocation that claims and finishes a task: a few single-digit-ms requests
 POLLS_PER_SECOND = 4.0  # the stream poller reads a shard 4 times a second (bench/invocation_model.Platform)
 FLOOR_WRITES_PER_TASK = 3 + 2  # three transitions on the task's item; the sparse index's put and delete
+SLOT_WRITES_PER_START = 2  # a running-limit slot taken and given back by an invocation started for a batch
 ARCHITECTURE_WRITES_PER_TASK = 3 + 3  # + ReadyIndex put, the claim's lease mark (a projected attribute), delete
 ARCHITECTURE_READS_PER_TASK = 1  # the producer's strongly consistent read of the queue's record (its touch skipped)
 # ... reused for READ_REUSE_SECONDS by one producer process while the watcher allows it (4 claims a second and more).
@@ -98,14 +103,16 @@ def gb_second(memory_mb: int) -> float:
 
 
 def floor(rate: float, memory_mb: int = LAMBDA_LEAST_MB, billing: str = "on-demand",
-          writes_per_task: float = FLOOR_WRITES_PER_TASK) -> Floor:
-    """$ per million tasks at least, by the cheaper of an invocation per stream batch and a worker kept running."""
+          writes_per_task: float = FLOOR_WRITES_PER_TASK, *, running_limit: bool = True) -> Floor:
+    """$ per million tasks at least, by the cheaper of an invocation per stream batch and a worker kept running;
+    ``running_limit``: the template's default queue-wide limit holds (a started invocation takes and frees a slot)."""
     writes = writes_per_task * write_price(billing) * 1e6
     per_task = 1.0 / max(1.0, rate / POLLS_PER_SECOND)
+    slot_writes = per_task * SLOT_WRITES_PER_START * write_price(billing) * 1e6 if running_limit else 0.0
     invoked = Floor("invocation per batch", per_task * LEAST_RUN_SECONDS * gb_second(memory_mb) * 1e6,
-                    per_task * PRICES["lambda_request"] * 1e6, writes, 0.0)
+                    per_task * PRICES["lambda_request"] * 1e6, writes + slot_writes, 0.0)
     awake = Floor("worker kept running", awake_seconds_floor(rate) * gb_second(memory_mb) * 1e6, 0.0, writes, 0.0)
-    best = min((invoked, awake), key=lambda f: f.compute + f.requests)
+    best = min((invoked, awake), key=lambda f: f.compute + f.requests + f.writes)
     return Floor(best.how, best.compute, best.requests, best.writes, best.compute + best.requests + best.writes)
 
 

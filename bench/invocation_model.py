@@ -52,6 +52,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.common import percentile
+from taskqueue.core.handshake import poll_seconds
+from taskqueue.work.worker import LEFTOVER_SECONDS
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,12 @@ class DesignModel:
     # Issue 29: producers skip their touch while the watcher looks at the index itself, so it stops in two steps
     # (``stopping`` set, then a last look the index's lag allowance later, then the conditional stop).
     two_phase_stop: bool = False
+    # A look's tasks that its round could not claim (the run was full) serve the next claims for this long without a
+    # new look (taskqueue.work.worker.LEFTOVER_SECONDS; 0: every claim round looks).
+    leftover_seconds: float = 0.0
+    # The linger's polls come sooner on a fast queue (taskqueue.core.handshake.poll_seconds); else every
+    # ``linger_poll_seconds``.
+    paced_polls: bool = False
 
 
 def product_model(values: Any) -> DesignModel:
@@ -99,6 +107,8 @@ def product_model(values: Any) -> DesignModel:
         handshake=True,
         linger_seconds=values.worker_linger_seconds,
         two_phase_stop=True,
+        leftover_seconds=LEFTOVER_SECONDS,
+        paced_polls=True,
     )
 
 
@@ -200,6 +210,9 @@ class _Sim:
         self.seq = itertools.count()
         self.now = 0.0
         self.pending: list[float] = []  # creation times of PENDING tasks (LIFO: newest last)
+        self.pending_set: set[float] = set()
+        self.slot_waiter: tuple[int, Callable[[], None]] | None = None
+        self.recording = 0  # tasks whose runner returned and whose outcome is being written
         self.running = 0
         self.created = 0
         self.completed = 0
@@ -255,6 +268,7 @@ class _Sim:
     def arrive(self) -> None:
         self.created += 1
         self.pending.append(self.now)
+        self.pending_set.add(self.now)
         self.result.arrivals.append(self.now)
         self.record("INSERT")
         if self.m.handshake:
@@ -364,19 +378,48 @@ class _Sim:
         elif tail:
             self.tail_call()
 
-    def take_newest(self) -> None:
-        self.result.claim_waits.append(self.now - self.pending.pop())
+    def take(self, created: float) -> None:
+        self.pending.remove(created)
+        self.pending_set.discard(created)
+        self.result.claim_waits.append(self.now - created)
 
-    def complete_later(self, seconds: float) -> None:
+    def wake_waiter(self) -> None:
+        if self.slot_waiter is not None:
+            _, then = self.slot_waiter
+            self.slot_waiter = None
+            self.at(self.now, then)
+
+    def wait_for_slot(self, then: Callable[[], None], at_most: float) -> None:
+        """``then`` once a running task ends (or after ``at_most`` s), as Worker.run waits on its runner's tasks."""
+        token = next(self.seq)
+        self.slot_waiter = (token, then)
+
+        def timeout() -> None:
+            if self.slot_waiter is not None and self.slot_waiter[0] == token:
+                self.slot_waiter = None
+                then()
+
+        self.at(self.now + at_most, timeout)
+
+    def complete_later(self, runs_until: float, recorded_in: float) -> None:
+        """A claimed task: it holds a runner slot until ``runs_until`` (its claim's request, then the runner), then
+        its outcome is written (``recorded_in`` s) while the slot already serves the next claim (Worker._run_one)."""
         self.running += 1
+        self.recording += 1
 
-        def finish() -> None:
+        def ran() -> None:
             self.running -= 1
+            self.wake_waiter()
+            self.at(self.now + recorded_in, recorded)
+
+        def recorded() -> None:
+            self.recording -= 1
             self.completed += 1
             self.last_done = self.now
             self.record("MODIFY")
+            self.wake_waiter()
 
-        self.at(self.now + seconds, finish)
+        self.at(runs_until, ran)
 
     # The product's Worker.run: watch the queue (1 request), recover leases (1 query); loop: read the ready and
     # delayed partitions (2 queries), claim while the runner has a free slot (1 write each, completed by a runner
@@ -397,30 +440,50 @@ class _Sim:
         stop_marked: list[float | None] = [None]  # when the stop's first step was written (two_phase_stop)
         settle = [0.0]  # stopped at the budget: wait the index's lag allowance before the look for work left
 
+        claimed = [0]  # this invocation's claims (its polls' pace: taskqueue.core.handshake.poll_seconds)
+        linger_polls = [0]  # empty polls of the current linger
+        leftovers: list[float] = []  # the last look's tasks not claimed (the run was full), and when it began
+        leftovers_at = [-1e9]
+
         def step() -> None:
             if self.now >= deadline:
                 return drain()
             free = self.m.runner_capacity - self.running
             if free <= 0:
-                return self.at(self.now + 0.05, step)  # wait for a runner slot
-            self.now_plus(2 * req)
-            if not self.pending:
-                if self.running:
-                    return self.at(self.now + min(1.0, max(self.runner_seconds, 0.05)), step)
+                return self.wait_for_slot(step, 1.0)  # the runner's first task to end (Worker.run waits on them)
+            fresh = [c for c in leftovers if c in self.pending_set] if (
+                self.now - leftovers_at[0] < self.m.leftover_seconds) else []
+            leftovers.clear()
+            if not fresh:  # a look: the ready and delayed partitions (2 queries)
+                leftovers_at[0] = self.now
+                self.now_plus(2 * req)
+                fresh = self.pending[-self.m.page_size:]
+            if not fresh:
+                if self.running or self.recording:  # an empty look while tasks run: look again once one ends, at least every second
+                    return self.wait_for_slot(step, 1.0)
                 return linger() if self.m.handshake else finish()
             linger_since[0] = None
-            for _ in range(min(free, len(self.pending))):
-                self.take_newest()
+            taken = min(free, len(fresh))
+            claimed[0] += taken
+            for i, created in enumerate(reversed(fresh[-taken:]), start=1):  # newest first, one claim after another
+                self.take(created)
                 self.record("MODIFY")
-                self.complete_later(req + self.runner_seconds + req)
-            self.at(self.now + req * min(free, 10), step)
+                self.complete_later(self.now + i * req + self.runner_seconds, req)
+            if taken == free and self.m.leftover_seconds:
+                leftovers.extend(fresh[:-taken])  # for the next claims, while the look is fresh
+            self.at(self.now + req * taken, step)  # one conditional write per claim, one after another
 
         def linger() -> None:
             if linger_since[0] is None:
                 linger_since[0] = self.now
+                linger_polls[0] = 0
             lingered = self.now - linger_since[0]
             if lingered < self.m.linger_seconds and self.now < deadline:
-                nxt = min(self.now + self.m.linger_poll_seconds, linger_since[0] + self.m.linger_seconds, deadline)
+                pace = self.m.linger_poll_seconds
+                if self.m.paced_polls:  # sooner on a fast queue, doubling at each empty poll (wakeups/lingering.py)
+                    pace = min(pace, poll_seconds(claimed[0], self.now - start) * 2 ** linger_polls[0])
+                linger_polls[0] += 1
+                nxt = min(self.now + pace, linger_since[0] + self.m.linger_seconds, deadline)
                 return self.at(nxt, poll)
             if self.now >= deadline:
                 return drain()
@@ -467,7 +530,7 @@ class _Sim:
                 self.watching = False
                 settle[0] = self.now + self.m.index_lag_allowance_seconds if self.m.two_phase_stop else 0.0
                 self.result.handshake_requests["worker stop"] += 1
-            if self.running:
+            if self.running or self.recording:
                 return self.at(self.now + 0.05, drain)
             finish()
 

@@ -10,6 +10,7 @@ import pytest
 from taskqueue.core.errors import InvalidTaskInput, TaskQueueError
 from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.store import TaskStore
+from taskqueue.store.control import SLOT_LEASE_SECONDS, WATCHER_SLOT_LEASE_SECONDS
 from taskqueue.work.worker import Worker
 
 pytestmark = pytest.mark.dynamodb_engines
@@ -54,6 +55,29 @@ def test_slots_are_taken_only_while_free_and_come_back_when_freed_or_lapsed(stor
     assert len(store.acquire_slots("work", "c", 1)) == 1
     with pytest.raises(InvalidTaskInput, match="no running limit"):
         with_settings(store, running_limit=0).acquire_slots("work", "a", 1)
+
+
+def test_a_watchers_slots_hold_a_long_lease_which_only_the_next_watcher_may_take(store, clock):
+    """Issue 29: the queue's watcher leases its slots for WATCHER_SLOT_LEASE_SECONDS, a helper for SLOT_LEASE_SECONDS.
+    A helper never takes a watcher's slot before its lease passes; the next watcher takes it at once (the previous
+    watcher's watch has ended, so it lapsed: a watcher shortens its slots before it ends its watch), and the
+    previous watcher's renewals then fail. A shortened slot is an ordinary one: no watcher may take it while it holds."""
+    store = with_settings(store, running_limit=3, lease_seconds=300)
+    now = clock.now_ms()
+    watched = store.acquire_slots("work", "watcher-1", 2, watcher=True)
+    (helped,) = store.acquire_slots("work", "helper", 1)
+    assert {s.expires_ms - now for s in watched} == {int(WATCHER_SLOT_LEASE_SECONDS * 1000)}
+    assert helped.expires_ms - now == int(SLOT_LEASE_SECONDS * 1000) and not helped.watched
+    clock.advance(SLOT_LEASE_SECONDS + 1)  # the helper's lapsed; the watcher's hold
+    assert [s.index for s in store.acquire_slots("work", "helper-2", 3)] == [helped.index]
+    clock.advance(1)
+    retaken = store.acquire_slots("work", "watcher-2", 3, watcher=True)
+    assert sorted(s.index for s in retaken) == sorted(s.index for s in watched)  # not helper-2's live short one
+    assert all(store.relet_slot(s, watched=True) is None for s in watched)  # the lapsed watcher's are gone
+    (short,) = [store.relet_slot(s, watched=False) for s in retaken[:1]]
+    assert short is not None and short.expires_ms == clock.now_ms() + int(SLOT_LEASE_SECONDS * 1000)
+    assert short.index not in {s.index for s in store.acquire_slots("work", "watcher-3", 3, watcher=True)}
+    assert store.free_token(short)
 
 
 def test_claim_lanes_are_one_per_worker_and_show_who_claims_now(store, clock):

@@ -150,6 +150,57 @@ def test_a_lingering_worker_takes_work_written_meanwhile_in_the_same_run(dynamod
     assert store.read_wake_record("work").watcher is None  # it stopped watching as it stopped
 
 
+def test_a_lingering_worker_on_a_fast_queue_looks_for_new_work_sooner(dynamodb, topics, clock):
+    """A run that claimed 60 tasks within its first second polls for new work every 0.1 s (core.handshake.poll_seconds,
+    60 tasks/s), not every 0.5 s: a task written as its linger begins is claimed within the first poll (with the
+    fixed pace it waited 0.5 s; at 100 tasks/s some 50 tasks piled up between looks, the oldest over a second)."""
+    settings = make_settings(topics, worker_linger_seconds=3.0)
+    store = TaskStore(dynamodb, settings, clock)
+    services = Services(settings, store, Notifier(boto3.client("sns"), settings), clock)
+    write(services, count=60)
+    written: list[str] = []
+
+    class ProducerAsTheLingerBegins:
+        """The clock of the worker's run: a producer writes a task as the run's first wait begins."""
+
+        def __getattr__(self, name):
+            return getattr(clock, name)
+
+        def sleep(self, seconds):
+            if not written:
+                written.append(write(services))
+            clock.sleep(seconds)
+
+    report = Worker(store, lambda task: None, capacity=1, owner="worker-1", clock=ProducerAsTheLingerBegins()).run(
+        "work", 30)
+    assert written == ["watched"]
+    assert (report.claimed, report.succeeded, report.stopped_by) == (61, 61, "empty")
+    assert report.claim_ages_ms[-1] <= 150  # claimed at the first poll, 0.1 s after it was written
+
+
+def test_a_fast_queues_linger_polls_soon_then_less_and_less_often(store, clock):
+    """The pace of a fast queue (0.05 s) is the first poll's; each poll that finds nothing doubles it, up to the
+    0.5 s of any queue: a 2 s linger peeks at the index 7 times, not 40 (issue 29)."""
+    from taskqueue.wakeups.lingering import Lingering
+
+    waits: list[float] = []
+    peeks: list[float] = []
+
+    class Recorded:
+        def __getattr__(self, name):
+            return getattr(clock, name)
+
+        def sleep(self, seconds):
+            waits.append(round(seconds, 3))
+            clock.sleep(seconds)
+
+    watch = Watch(store, "work", "w", Recorded(), index_peek=lambda: peeks.append(clock.monotonic()) and False)
+    assert watch.begin()
+    Lingering(watch, Recorded(), 2.0, lambda: 0.05).step(clock.now_ms(), 30.0)
+    assert waits[:6] == [0.05, 0.1, 0.2, 0.4, 0.5, 0.5] and sum(waits[:7]) == 2.0
+    assert len(peeks) == 7
+
+
 def test_a_refused_publish_withdraws_the_claim_so_the_next_producer_wakes(services, settings, topics, clock):
     refusing = FaultyClient(boto3.client("sns")).fail("publish", "AuthorizationError")
     failing = ProducerHandshake(services.store, Notifier(refusing, settings), clock)

@@ -222,10 +222,11 @@ def test_a_busy_worker_notices_a_write_while_its_tasks_keep_ending(services, top
 
 
 def test_a_killed_workers_running_limit_slots_come_back_within_seconds(dynamodb, topics, clock):
-    """Running limit 2: a worker holding both slots is killed mid-task. Its slots' short leases (renewed by the
-    live worker on their own cadence, not with the task's lease) lapse within SLOT_LEASE_SECONDS, so the next
-    worker runs new work then; the killed worker's tasks come back only when their own leases pass (before, the
-    slots stayed held as long: a ProcessTasks lease is at least the function's timeout)."""
+    """Running limit 2: the queue's watcher, holding both slots, is killed mid-task. Its slots are held on the
+    watcher's long lease (issue 29: not renewed every 2.5 s while it lives), good only while it watches: its watch
+    lapses within WATCH_LEASE_SECONDS, and the next worker, watching then, takes both slots at once and runs new work;
+    the killed worker's tasks come back only when their own leases pass (before issue 12 the slots stayed held as
+    long: a ProcessTasks lease is at least the function's timeout)."""
     settings = make_settings(topics, running_limit=2, lease_seconds=300)
     store = TaskStore(dynamodb, settings, clock)
     put(store, clock, 2)
@@ -240,27 +241,81 @@ def test_a_killed_workers_running_limit_slots_come_back_within_seconds(dynamodb,
     thread, _ = in_thread(lambda: Worker(dying, runner, capacity=2, owner="killed", clock=clock).run("work", 120))
     try:
         started.wait(REAL_TIMEOUT)
-        for _ in range(4):  # alive for 10 s: its busy slots are renewed at half their lease, nobody may take them
+        taken = store._token_expiries("slot", "work", 2)
+        for _ in range(4):  # alive for 10 s, watching: nobody may take its slots, and they need no renewal
             clock.advance(SLOT_RENEW_SECONDS)
             deadline = time.monotonic() + REAL_TIMEOUT
-            # Renewed at this step (due now: half the lease passed), not merely still held.
-            while store.control("work").slots_held < 2 or min(
-                store._token_expiries("slot", "work", 2).values()) <= clock.now_ms() + (SLOT_LEASE_SECONDS - SLOT_RENEW_SECONDS) * 1000:
-                assert time.monotonic() < deadline, "the live worker's slots were not renewed"
+            while store.read_wake_record("work").watch_until_ms <= clock.now_ms() + 1000:  # its watch is renewed
+                assert time.monotonic() < deadline, "the live worker's watch was not renewed"
                 time.sleep(0.01)
+            assert store.acquire_slots("work", "helper", 1) == []
+        assert store._token_expiries("slot", "work", 2) == taken  # no slot renewal in 10 s
         dying.die.set()
         put(store, clock)
-        assert store.acquire_slots("work", "someone", 1) == []  # still held, for at most one slot lease
-        clock.advance(SLOT_LEASE_SECONDS)  # its watch and its slots lapse together: a producer wakes the next worker
+        assert store.acquire_slots("work", "someone", 1) == []  # still held, until its watch lapses
+        clock.advance(WATCH_LEASE_SECONDS)  # its watch lapses: a producer wakes the next worker, which watches
         report = Worker(store, lambda task: None, capacity=2, owner="next", clock=clock).run("work", 30)
         assert report.watched and report.limited == 0  # both slots free for it
         assert report.claimed == 1 and report.succeeded == 1  # the new task; the killed worker's two stay leased
-        # Created when it died: claimed within a slot lease of the death (the run itself ends later: its stop takes
+        # Created when it died: claimed within a watch lease of the death (the run itself ends later: its stop takes
         # the index's lag allowance after it begins, issue 29).
-        assert len(report.claim_ages_ms) == 1 and report.claim_ages_ms[0] <= SLOT_LEASE_SECONDS * 1000
+        assert len(report.claim_ages_ms) == 1 and report.claim_ages_ms[0] <= WATCH_LEASE_SECONDS * 1000
     finally:
         dying.release.set()
         thread.join(REAL_TIMEOUT)
+
+
+def test_a_watcher_shortens_its_slots_before_its_watch_ends_so_no_next_watcher_takes_them(dynamodb, topics, clock):
+    """Issue 29: a watcher's slots hold the watcher's long lease, which the next watcher may take (it would pass the
+    running limit while this run's tasks still run). So before the write that ends the watch (a hand-over, the budget:
+    ``Watch.end``) the run shortens every slot it holds to SLOT_LEASE_SECONDS, and before a stop's last write
+    (``try_stop``: the run stops claiming) it frees its spare slots; the next watcher then takes none of them."""
+    from taskqueue.work.claim_control import ClaimControl
+    from taskqueue.work.held_slots import HeldSlots
+
+    import random
+
+    settings = make_settings(topics, running_limit=2, lease_seconds=300)
+    calls: list[str] = []
+
+    class Recording(TaskStore):
+        def relet_slot(self, slot, **kwargs):
+            calls.append(f"relet watched={kwargs['watched']}")
+            return super().relet_slot(slot, **kwargs)
+
+        def free_token(self, token):
+            calls.append("free")
+            return super().free_token(token)
+
+        def unwatch(self, queue, owner, seq):
+            calls.append("unwatch")
+            return super().unwatch(queue, owner, seq)
+
+    store = Recording(dynamodb, settings, clock)
+    for ending in ("end", "stop"):
+        calls.clear()
+        control = ClaimControl(store, "work", "w", clock, random.Random(1), lambda *_: False)
+        watch: Watch
+        held = HeldSlots(store, control, lambda: None, clock, watching=lambda: watch.watching)
+        watch = Watch(store, "work", "w", clock, index_peek=lambda: False,
+                      on_leave=lambda stopping: held.leave_watch(free_spare=stopping))
+        assert watch.begin()
+        running, spare = held.for_claims(2)
+        assert running.watched and spare.watched
+        held.done(spare)  # its task ended while the run claims: spare
+        if ending == "end":
+            watch.end(None)
+            assert calls == ["relet watched=False", "relet watched=False", "unwatch"]
+            assert store.acquire_slots("work", "next", 2, watcher=True) == []  # both held, on a helper's lease
+        else:
+            clock.advance(10)
+            while watch.try_stop(clock.now_ms()) != STOPPED:
+                clock.advance(1)
+            assert calls[-3:] == ["free", "relet watched=False", "unwatch"]
+            (taken,) = store.acquire_slots("work", "next", 2, watcher=True)  # the spare one, freed; not the running one
+            assert taken.index == spare.index
+            store.free_token(taken)
+        clock.advance(SLOT_LEASE_SECONDS + 1)  # the run is gone: its shortened slot lapses
 
 
 def test_a_full_watcher_calls_for_help_for_a_write_it_notices(dynamodb, services, topics, clock):

@@ -7,6 +7,7 @@ import pytest
 from bench.cost_floor import (
     ARCHITECTURE_WRITES_PER_TASK,
     FLOOR_WRITES_PER_TASK,
+    SLOT_WRITES_PER_START,
     architecture_floor,
     awake_seconds_floor,
     floor,
@@ -23,7 +24,7 @@ def test_a_worker_kept_running_runs_95_percent_of_the_time():
 
 
 def test_the_floor_at_one_task_a_second_by_hand():
-    f = floor(1.0, 128)
+    f = floor(1.0, 128, running_limit=False)
     # An invocation per task (batches of one at 1 task/s) is cheaper than 0.95 s of 128 MB ($1.58 per million).
     assert f.how == "invocation per batch"
     assert f.requests == pytest.approx(0.20)
@@ -32,9 +33,18 @@ def test_the_floor_at_one_task_a_second_by_hand():
     assert f.total == pytest.approx(0.20 + 0.05 * 0.125 * 13.3334 + 3.125)
 
 
+def test_the_template_s_running_limit_costs_a_started_invocation_a_slot_taken_and_freed():
+    free, limited = floor(1.0, running_limit=False), floor(1.0)
+    assert limited.writes - free.writes == pytest.approx(SLOT_WRITES_PER_START * 0.625)  # one start a task at 1 task/s
+    assert limited.how == "invocation per batch" and limited.total == pytest.approx(4.66, abs=0.005)
+    # At 10 tasks/s a worker kept running (its slots held across tasks) is the cheaper: it pays no slot per task.
+    assert floor(10.0).how == "worker kept running"
+    assert floor(10.0).total == pytest.approx(3.125 + 0.095 * 0.125 * 13.3334)
+
+
 def test_batches_share_an_invocation_at_higher_rates():
-    assert floor(10.0).requests == pytest.approx(0.20 / 2.5)  # 4 polls a second: 2.5 tasks a batch
-    assert floor(100.0).requests == pytest.approx(0.20 / 25)
+    assert floor(10.0, running_limit=False).requests == pytest.approx(0.20 / 2.5)  # 4 polls a second: 2.5 tasks a batch
+    assert floor(100.0, running_limit=False).requests == pytest.approx(0.20 / 25)
     assert floor(10.0, billing="provisioned").writes < floor(10.0).writes  # provisioned at 70 % costs less a write
 
 

@@ -9,7 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from taskqueue.core.handshake import (
+    FASTEST_POLL_SECONDS,
     INDEX_LAG_ALLOWANCE_SECONDS,
+    LINGER_POLL_SECONDS,
     PRODUCER_CLOCK_SKEW_SECONDS,
     READ_REUSE_SECONDS,
     WAKE_IN_FLIGHT_SECONDS,
@@ -17,6 +19,7 @@ from taskqueue.core.handshake import (
     WATCH_RENEW_SECONDS,
     ProducerStep,
     WakeRecord,
+    poll_seconds,
     producer_step,
     renewal_due,
     reuse_allows,
@@ -110,3 +113,17 @@ def test_a_read_is_reused_only_while_young_and_only_as_the_watcher_allows():
     assert not reuse_allows(replace(allowing, stopping_ms=now_ms - 1), 10.0, 10.0, now_ms)  # it was stopping: touch
     assert not reuse_allows(replace(allowing, watch_until_ms=now_ms), 10.0, 10.0, now_ms)  # its watch ended
     assert not reuse_allows(replace(allowing, paused=True), 10.0, 10.0, now_ms)
+
+
+def test_a_watcher_polls_at_the_linger_pace_up_to_ten_tasks_a_second_and_sooner_above():
+    assert poll_seconds(0, 0.0) == poll_seconds(0, 30.0) == LINGER_POLL_SECONDS  # nothing claimed yet
+    assert poll_seconds(10, 1.0) == poll_seconds(300, 30.0) == LINGER_POLL_SECONDS  # 10 tasks/s: as before
+    assert poll_seconds(1000, 10.0) == FASTEST_POLL_SECONDS  # 100 tasks/s
+    assert poll_seconds(40, 0.01) == poll_seconds(40, 1.0) == 0.125  # a burst at a run's start: over a second at least
+
+
+@given(st.integers(0, 100_000), st.floats(0.0, 900.0), st.integers(1, 1_000))
+def test_the_poll_pace_stays_within_its_bounds_and_never_slows_as_the_rate_grows(claimed, seconds, more):
+    pace = poll_seconds(claimed, seconds)
+    assert FASTEST_POLL_SECONDS <= pace <= LINGER_POLL_SECONDS
+    assert poll_seconds(claimed + more, seconds) <= pace

@@ -33,6 +33,13 @@ CONTROL_PREFIX = "queue#"
 # 2.5 s, 1,440 write units per slot-hour ($0.0009 on demand). A spare slot is not renewed (work/held_slots.py).
 SLOT_LEASE_SECONDS = 5.0
 SLOT_RENEW_SECONDS = 2.5
+# The queue's watcher holds its slots on a long lease (``tokenWatch`` set), renewed at half of it: a watcher's slots
+# were a third of its run's writes at 10 tasks/s (12 renewals a 12 s run, issue 29). Such a slot is good only while its
+# owner watches the queue: a watcher shortens its slots to SLOT_LEASE_SECONDS before its watch ends (``relet_slot``), so
+# a long-leased slot whose owner is not the watcher belongs to a watcher whose watch lapsed (it died, or could not
+# renew for WATCH_LEASE_SECONDS), and the next watcher takes it at once (``acquire_slots(..., watcher=True)``): a dead
+# watcher's slots come back when its watch does, as soon as with short leases.
+WATCHER_SLOT_LEASE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,7 @@ class QueueControl:
 
 
 SLOT = "slot"  # one of a queue's RUNNING_LIMIT slots: held while one task runs
+SLOT_WATCH_ATTRIBUTE = "tokenWatch"  # a slot held on the watcher's long lease
 LANE = "lane"  # one of a queue's CLAIM_LANES: held by one worker while it claims
 
 
@@ -59,6 +67,11 @@ class Token:
     index: int
     owner: str
     expires_ms: int
+    watched: bool = False  # a slot held on the watcher's long lease (WATCHER_SLOT_LEASE_SECONDS)
+
+    @property
+    def lease_ms(self) -> int:
+        return int((WATCHER_SLOT_LEASE_SECONDS if self.watched else SLOT_LEASE_SECONDS) * 1000)
 
 
 def control_id(queue: str) -> str:
@@ -122,15 +135,37 @@ class QueueControls(QueueTable):
     def running_limit(self, queue: str) -> int | None:
         return self._settings.running_limit_of(queue)
 
-    def acquire_slots(self, queue: str, owner: str, wanted: int, rng: random.Random | None = None) -> list[Token]:
+    def acquire_slots(
+        self, queue: str, owner: str, wanted: int, rng: random.Random | None = None, *, watcher: bool = False
+    ) -> list[Token]:
         """Up to ``wanted`` free slots of ``queue``'s running limit, each leased to ``owner`` for SLOT_LEASE_SECONDS
         (renewed by its worker every SLOT_RENEW_SECONDS, ``renew_token``). Fewer than ``wanted`` (or none) when the
-        limit is reached. Raises if the queue has no limit."""
+        limit is reached. Raises if the queue has no limit.
+
+        ``watcher``: ``owner`` watches the queue now. Its slots are leased for WATCHER_SLOT_LEASE_SECONDS, and it may
+        take a slot another owner holds on a watcher's lease: that owner's watch has ended without the shortening that
+        comes first, so it lapsed."""
         limit = self.running_limit(queue)
         if limit is None:
             raise InvalidTaskInput(f"queue {queue!r} has no running limit (RUNNING_LIMIT): there are no slots to take")
-        expires = self._clock.now_ms() + int(SLOT_LEASE_SECONDS * 1000)
-        return self._take_tokens(SLOT, queue, limit, owner, wanted, expires, rng or random.Random())
+        expires = self._clock.now_ms() + int((WATCHER_SLOT_LEASE_SECONDS if watcher else SLOT_LEASE_SECONDS) * 1000)
+        return self._take_tokens(SLOT, queue, limit, owner, wanted, expires, rng or random.Random(), watcher=watcher)
+
+    def relet_slot(self, slot: Token, *, watched: bool, now_ms: int | None = None) -> Token | None:
+        """A held slot leased anew from now: for WATCHER_SLOT_LEASE_SECONDS if ``watched`` (its owner watches the
+        queue), else for SLOT_LEASE_SECONDS (shorter than it was, when its owner's watch ends). ``None`` if it is no
+        longer ours or has lapsed."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        lease = WATCHER_SLOT_LEASE_SECONDS if watched else SLOT_LEASE_SECONDS
+        leased = Token(slot.kind, slot.queue, slot.index, slot.owner, now_ms + int(lease * 1000), watched)
+        written = self._token_write(
+            slot,
+            "SET #e = :expires, #watch = :watched",
+            "#o = :owner AND #e = :held AND #e > :now",
+            {":held": slot.expires_ms, ":expires": leased.expires_ms, ":now": now_ms},
+            watched=watched,
+        )
+        return leased if written else None
 
     def take_lane(self, queue: str, owner: str, until_ms: int, rng: random.Random | None = None) -> Token | None:
         """A claim lane of ``queue`` leased to ``owner`` until ``until_ms`` (its claim deadline); ``None`` if all
@@ -182,28 +217,45 @@ class QueueControls(QueueTable):
             "#o = :owner AND #e = :held AND #e > :now",
             {":held": token.expires_ms, ":expires": expires_ms, ":now": self._clock.now_ms()},
         )
-        return Token(token.kind, token.queue, token.index, token.owner, expires_ms) if renewed else None
+        return Token(token.kind, token.queue, token.index, token.owner, expires_ms, token.watched) if renewed else None
 
     def free_token(self, token: Token) -> bool:
         """Give a token back; ``False`` if it was not ours any more (its lease passed and another worker took it)."""
-        return self._token_write(token, "REMOVE #o, #e", "#o = :owner AND #e = :held", {":held": token.expires_ms})
+        remove = "REMOVE #o, #e, #watch" if token.kind == SLOT else "REMOVE #o, #e"
+        return self._token_write(token, remove, "#o = :owner AND #e = :held", {":held": token.expires_ms})
 
-    def _take_lease(self, token: Token, now_ms: int) -> bool:
-        """Lease ``token`` to its owner if it is free (never taken, freed, or lapsed)."""
+    def _take_lease(self, token: Token, now_ms: int, *, reclaim: bool = False) -> bool:
+        """Lease ``token`` to its owner if it is free (never taken, freed, or lapsed); ``reclaim`` (a watcher taking a
+        slot): also if another owner holds it on a watcher's lease, whose watch lapsed (WATCHER_SLOT_LEASE_SECONDS)."""
+        if token.kind != SLOT:
+            return self._token_write(
+                token, "SET #o = :owner, #e = :expires", "attribute_not_exists(#e) OR #e <= :now",
+                {":expires": token.expires_ms, ":now": now_ms},
+            )
+        condition = "attribute_not_exists(#e) OR #e <= :now"
+        if reclaim:
+            condition += " OR (#watch = :true AND #o <> :owner)"
         return self._token_write(
-            token,
-            "SET #o = :owner, #e = :expires",
-            "attribute_not_exists(#e) OR #e <= :now",
-            {":expires": token.expires_ms, ":now": now_ms},
+            token, "SET #o = :owner, #e = :expires, #watch = :watched", condition,
+            {":expires": token.expires_ms, ":now": now_ms}, watched=token.watched,
         )
 
-    def _token_write(self, token: Token, update: str, condition: str, numbers: dict[str, int]) -> bool:
-        """One conditional UpdateItem of a token's owner (``#o``, ``:owner``) and expiry (``#e``); ``False`` if the
-        condition lost."""
+    def _token_write(
+        self, token: Token, update: str, condition: str, numbers: dict[str, int], *, watched: bool | None = None
+    ) -> bool:
+        """One conditional UpdateItem of a token's owner (``#o``, ``:owner``) and expiry (``#e``) (a slot's:
+        and its watcher's-lease flag ``#watch``, ``:watched``); ``False`` if the condition lost."""
         item_id, owner_name, expires_name = _place(token)
         values = {":owner": {"S": token.owner}} | {name: {"N": str(value)} for name, value in numbers.items()}
+        if watched is not None:
+            values[":watched"] = {"BOOL": watched}
+        if ":true" in condition:
+            values[":true"] = {"BOOL": True}
         if ":owner" not in update + condition:
             values.pop(":owner")
+        names = {"#o": owner_name, "#e": expires_name}
+        if "#watch" in update + condition:
+            names["#watch"] = SLOT_WATCH_ATTRIBUTE
         try:
             self._call(
                 "update_item",
@@ -211,7 +263,7 @@ class QueueControls(QueueTable):
                 Key=_key(item_id),
                 UpdateExpression=update,
                 ConditionExpression=condition,
-                ExpressionAttributeNames={"#o": owner_name, "#e": expires_name},
+                ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,
             )
         except ConditionLost:
@@ -219,29 +271,34 @@ class QueueControls(QueueTable):
         return True
 
     def _take_tokens(
-        self, kind: str, queue: str, count: int, owner: str, wanted: int, expires_ms: int, rng: random.Random
+        self, kind: str, queue: str, count: int, owner: str, wanted: int, expires_ms: int, rng: random.Random,
+        *, watcher: bool = False,
     ) -> list[Token]:
         """Reads every token of a kind (one BatchGetItem), then takes free ones (never taken, freed, or past
-        their lease) in random order, which spreads concurrent workers over different tokens, with one
-        conditional write each; a token another worker took meanwhile is skipped."""
+        their lease; for a ``watcher``, also a lapsed watcher's: ``acquire_slots``) in random order, which spreads
+        concurrent workers over different tokens, with one conditional write each; a token another worker took
+        meanwhile is skipped."""
         if wanted <= 0:
             return []
         now_ms = self._clock.now_ms()
+
+        def free_of(holders: dict[int, tuple[int, str | None]]) -> list[int]:
+            return [index for index in range(count) if holders.get(index, (0, None))[0] <= now_ms
+                    or (watcher and holders[index][1] not in (None, owner))]
+
         # Eventually consistent first (half the read units): a slot shown free that is not costs one failed write;
         # one shown held that is free would make a worker wait for nothing, so "none free" is read again, strongly.
-        expiries = self._token_expiries(kind, queue, count, consistent=False)
-        free = [index for index in range(count) if expiries.get(index, 0) <= now_ms]
+        free = free_of(self._token_holders(kind, queue, count, consistent=False))
         if not free:
-            expiries = self._token_expiries(kind, queue, count)
-            free = [index for index in range(count) if expiries.get(index, 0) <= now_ms]
+            free = free_of(self._token_holders(kind, queue, count))
         rng.shuffle(free)
         taken: list[Token] = []
         try:
             for index in free:
                 if len(taken) == wanted:
                     break
-                token = Token(kind, queue, index, owner, expires_ms)
-                if self._take_lease(token, now_ms):
+                token = Token(kind, queue, index, owner, expires_ms, watched=watcher and kind == SLOT)
+                if self._take_lease(token, now_ms, reclaim=watcher):
                     taken.append(token)
         except TaskQueueError:
             # Refused midway: give back what was taken, or it would stay held for a whole lease, unused.
@@ -255,16 +312,25 @@ class QueueControls(QueueTable):
 
     def _token_expiries(self, kind: str, queue: str, count: int, *, consistent: bool = True) -> dict[int, int]:
         """Lease expiry (epoch ms) of every held token of a kind; a token never taken or freed is absent."""
+        return {index: expires for index, (expires, _) in self._token_holders(kind, queue, count, consistent=consistent).items()}
+
+    def _token_holders(
+        self, kind: str, queue: str, count: int, *, consistent: bool = True
+    ) -> dict[int, tuple[int, str | None]]:
+        """Every held token of a kind: its lease expiry (epoch ms), and its owner when it is held on a watcher's
+        lease (else ``None``); a token never taken or freed is absent."""
         ids = {token_id(kind, queue, index): index for index in range(count)}
         keys_ = [_key(i) for i in ids]
-        expiries: dict[int, int] = {}
+        holders: dict[int, tuple[int, str | None]] = {}
         for start in range(0, len(keys_), _BATCH_GET_LIMIT):
             # ``consistent`` by default: a worker woken just after slots were freed must see them free, or it would
             # wait for nothing (an eventually consistent read may still show them held); _take_tokens asks that only
             # when the cheaper read showed none free.
             request = {self._table: {"Keys": keys_[start : start + _BATCH_GET_LIMIT], "ConsistentRead": consistent,
-                                     "ProjectionExpression": "taskId, tokenExpires"}}
+                                     "ProjectionExpression": f"taskId, tokenExpires, tokenOwner, {SLOT_WATCH_ATTRIBUTE}"}}
             for item in self._batch_get(request):
                 if "tokenExpires" in item:
-                    expiries[ids[item["taskId"]["S"]]] = int(item["tokenExpires"]["N"])
-        return expiries
+                    watched = item.get(SLOT_WATCH_ATTRIBUTE, {}).get("BOOL", False)
+                    owner = item.get("tokenOwner", {}).get("S") if watched else None
+                    holders[ids[item["taskId"]["S"]]] = (int(item["tokenExpires"]["N"]), owner)
+        return holders

@@ -3,23 +3,32 @@ the handshake allows it (``taskqueue.wakeups.watch.Watch.try_stop``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from taskqueue.core.clock import Clock
-from taskqueue.wakeups.watch import LINGER_POLL_SECONDS, RECORD_POLL_SECONDS, STOPPED, LookAgain, Watch
+from taskqueue.core.handshake import LINGER_POLL_SECONDS
+from taskqueue.wakeups.watch import RECORD_POLL_SECONDS, STOPPED, LookAgain, Watch
 
 
 class Lingering:
     """A watcher's wait on an empty queue (or, for the Matcher, on calls no agent fits yet). A helper does not wait.
 
     After an empty look the watcher waits for new writes, reading the record every ``poll_seconds`` for up to
-    ``linger_seconds``: a write ends the wait (look again). If none came, it stops if the handshake allows it;
+    ``linger_seconds``: a write ends the wait (look again). A pace below LINGER_POLL_SECONDS (a fast queue's) doubles
+    at each poll that finds nothing, up to it: the first poll comes soon after the queue empties, and a queue that went
+    quiet is not peeked at twenty times a second for the whole linger. If none came, it stops if the handshake allows it;
     if the last look began too soon after the last write it knows of (the index may not have shown it yet), it
     looks once more when the index's lag allowance has passed, and stops then without lingering again."""
 
-    def __init__(self, watch: Watch, clock: Clock, linger_seconds: float, poll_seconds: float = LINGER_POLL_SECONDS) -> None:
+    def __init__(
+        self, watch: Watch, clock: Clock, linger_seconds: float, poll_seconds: float | Callable[[], float] = LINGER_POLL_SECONDS
+    ) -> None:
+        """``poll_seconds``: the wait between polls, or a callable that says it at each poll (the worker's pace,
+        ``core.handshake.poll_seconds``)."""
         self._watch = watch
         self._clock = clock
         self._linger = linger_seconds
-        self._poll = poll_seconds
+        self._poll: Callable[[], float] = poll_seconds if callable(poll_seconds) else (lambda: poll_seconds)
         self._lingered_for: int | None = None  # the seq after which a whole linger passed without a write
         self.lingered_seconds = 0.0
 
@@ -31,9 +40,12 @@ class Lingering:
         if not watch.watching:
             return True
         if self._lingered_for != watch.latest.seq:
-            waited = 0.0
+            waited, polls = 0.0, 0
             while waited < min(self._linger, left_seconds):
-                step = min(self._poll, self._linger - waited, left_seconds - waited)
+                base = self._poll()
+                pace = base if base >= LINGER_POLL_SECONDS else min(LINGER_POLL_SECONDS, base * 2**polls)
+                step = min(pace, self._linger - waited, left_seconds - waited)
+                polls += 1
                 self._wait(step)
                 waited += step
                 watch.keep()

@@ -1,5 +1,6 @@
-"""A worker's side of the wake-up handshake (ProcessTasks, the Matcher): watch the queue while claiming, linger
-briefly on an empty queue, and stop only when the handshake allows it (``taskqueue.core.handshake``).
+"""A worker's side of the wake-up handshake (ProcessTasks, the Matcher): watch the queue while claiming, and stop only
+when the handshake allows it (``taskqueue.core.handshake``); the linger on an empty queue before a stop is
+``taskqueue.wakeups.lingering``.
 
 One worker watches a queue at a time (the first of a run's workers to arrive); any other worker of the queue
 (a helper, when several may run) claims alongside it and stops as soon as the queue is empty: producers count
@@ -23,6 +24,7 @@ from taskqueue.core.clock import Clock
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.handshake import (
     INDEX_LAG_ALLOWANCE_SECONDS,
+    LINGER_POLL_SECONDS,
     READ_REUSE_SECONDS,
     WATCH_LEASE_SECONDS,
     WATCH_RENEW_SECONDS,
@@ -34,10 +36,9 @@ from taskqueue.store import TaskStore, dynamo
 
 logger = Logger(child=True)
 
-# While lingering on an empty queue, or while its runner has a free slot and runs tasks, a watcher looks at the
-# record for new writes this often (an eventually consistent read of one small item: half a read unit; at most
-# 7,200 reads, 3,600 read units per worker-hour, $0.00045 on demand).
-LINGER_POLL_SECONDS = 0.5
+# While lingering on an empty queue, or while its runner has a free slot and runs tasks, a watcher looks for new writes
+# every LINGER_POLL_SECONDS (an eventually consistent read of one small item: half a read unit; at most 7,200 reads,
+# 3,600 read units per worker-hour, $0.00045 on demand), sooner on a fast queue (core.handshake.poll_seconds).
 ARRIVALS_POLL_SECONDS = LINGER_POLL_SECONDS
 # An index-looking watcher (ProcessTasks) peeks at the index at that pace instead (producers that find it watching
 # skip their touch, so ``seq`` does not tell of their writes; one query of a shard's head, half a read unit), and
@@ -80,6 +81,7 @@ class Watch:
         refused: Refused = _log_passing,
         on_record: Callable[[WakeRecord], None] | None = None,
         index_peek: Callable[[], bool] | None = None,
+        on_leave: Callable[[bool], None] | None = None,
     ) -> None:
         """``on_record``: told every record this watch reads or writes (the worker's ClaimControl keeps the latest:
         it carries ``paused`` and the delayed head, so the worker reads the record no more than the watch does).
@@ -87,7 +89,11 @@ class Watch:
         ``index_peek`` (ProcessTasks; issue 29): does the index show claimable work this run has not looked for? With
         it the watcher looks at the index itself for new work, tells producers so (``indexLooks``: a producer that
         finds it watching and not stopping skips its touch, ``core.handshake.touch_needed``), and stops in two steps
-        (``try_stop``). Without it (the Matcher) producers always touch and the record alone tells of new work."""
+        (``try_stop``). Without it (the Matcher) producers always touch and the record alone tells of new work.
+
+        ``on_leave(stopping)`` (ProcessTasks): called before the write that ends the watch (``stopping``: the run stops
+        claiming), so the run's running-limit slots give up the watcher's long lease first (work/held_slots.py)."""
+        self._on_leave = on_leave
         self._on_record = on_record
         self._index_peek = index_peek
         self.looks_at_index = index_peek is not None
@@ -274,6 +280,7 @@ class Watch:
             if look_started_ms < stop_due:
                 return LookAgain(stop_due)
         try:
+            self._leaving(stopping=True)
             if self._store.unwatch(self._queue, self._owner, self.seen.seq):
                 self.watching = False
                 return STOPPED
@@ -306,6 +313,7 @@ class Watch:
         that this run's looks did not see, so the caller must wake the queue again (a tail call)."""
         if not self.watching or self.seen is None:
             return False
+        self._leaving(stopping=False)
         self.watching = False
         try:
             if self._store.unwatch(self._queue, self._owner, self.seen.seq):
@@ -316,6 +324,10 @@ class Watch:
             if not self._refused("stopping the watch at the end of the run", exc, "letting it lapse and tail-calling"):
                 raise
         return True
+
+    def _leaving(self, *, stopping: bool) -> None:
+        if self._on_leave is not None:
+            self._on_leave(stopping)
 
     def await_skipped_writes(self) -> None:
         """After ``end``, before the caller looks for work left (its tail-call decision): an index-looking watcher

@@ -57,13 +57,14 @@ class ClaimControl(RecordView, ClaimLanes):
 
     # ---- the queue-wide running limit -------------------------------------------------------------
 
-    def take_slots(self, wanted: int) -> list[Token] | None:
+    def take_slots(self, wanted: int, *, watcher: bool = False) -> list[Token] | None:
         """Slots of the queue's running limit for up to ``wanted`` claims (none: every slot is held); ``None``
         when the queue has no limit. A refused slot read or write raises: the caller pauses and looks again (a
-        refusal is not the limit, so it must not end the run as the limit does)."""
+        refusal is not the limit, so it must not end the run as the limit does). ``watcher``: this run watches the
+        queue (``store/control.py``: the watcher's long lease)."""
         if self._store.running_limit(self._queue) is None:
             return None
-        return self._store.acquire_slots(self._queue, self._owner, wanted, self._rng)
+        return self._store.acquire_slots(self._queue, self._owner, wanted, self._rng, watcher=watcher)
 
     def free_slot(self, slot: Token) -> bool:
         """Give a slot back; ``False`` if that failed (it lapses with its lease: the limit is one lower till then)."""

@@ -7,6 +7,12 @@ SLOT_RENEW_SECONDS of its lease of SLOT_LEASE_SECONDS have passed, ``store/contr
 so a crashed run's slots come back within seconds while its tasks come back when their own (long) leases pass. A
 spare slot (held, no task on it) is not renewed: it is renewed, or dropped if it lapsed, when it next serves a claim.
 
+The queue's watcher holds its slots on a long lease (WATCHER_SLOT_LEASE_SECONDS, renewed at half of it; issue 29:
+the renewals were a third of a run's writes at 10 tasks/s), good only while it watches: before its watch ends
+(``leave_watch``, called by the watch before its last write) it frees its spare slots or shortens them with the others
+to SLOT_LEASE_SECONDS, so a long-leased slot of an owner that does not watch is a lapsed watcher's, which the next
+watcher takes at once (``store/control.py``).
+
 This object keeps each slot's current token (a renewal moves its expiry): a ``Lease.slot`` names the slot, and
 ``done`` frees the token as last renewed.
 """
@@ -21,7 +27,6 @@ from aws_lambda_powertools import Logger
 from taskqueue.core.clock import Clock
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.store import TaskStore, Token
-from taskqueue.store.control import SLOT_LEASE_SECONDS, SLOT_RENEW_SECONDS
 from taskqueue.work.claim_control import ClaimControl
 
 logger = Logger(child=True)
@@ -30,11 +35,16 @@ logger = Logger(child=True)
 class HeldSlots:
     """``on_error()``: a slot could not be freed (it lapses with its lease); the run counts it."""
 
-    def __init__(self, store: TaskStore, control: ClaimControl, on_error: Callable[[], None], clock: Clock) -> None:
+    def __init__(
+        self, store: TaskStore, control: ClaimControl, on_error: Callable[[], None], clock: Clock,
+        watching: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """``watching()``: does the run watch its queue now (its slots then take the watcher's long lease)?"""
         self._store = store
         self._control = control
         self._on_error = on_error
         self._clock = clock
+        self._watching = watching
         # One lock for the tokens and their writes: a renewal and a free of one slot never cross (a free with the
         # expiry before a renewal would fail its condition and leave the slot to lapse).
         self._lock = threading.RLock()
@@ -70,7 +80,7 @@ class HeldSlots:
                     got.append(token)
         if len(got) < wanted:
             try:
-                taken = self._control.take_slots(wanted - len(got)) or []
+                taken = self._control.take_slots(wanted - len(got), watcher=self._watching()) or []
             except TaskQueueError:
                 self.keep(got)
                 raise
@@ -91,7 +101,7 @@ class HeldSlots:
         if not self._due(token, now_ms):
             return token
         try:
-            renewed = self._store.renew_token(token, now_ms + int(SLOT_LEASE_SECONDS * 1000))
+            renewed = self._store.relet_slot(token, watched=self._watching(), now_ms=now_ms)
         except TaskQueueError as exc:
             logger.warning("running-limit slot renewal refused; taking another", extra={"error": str(exc)})
             self._spare.append(index)
@@ -102,10 +112,13 @@ class HeldSlots:
         self._tokens[index] = renewed
         return renewed
 
-    @staticmethod
-    def _due(token: Token, now_ms: int) -> bool:
-        """Half a slot's lease (SLOT_LEASE_SECONDS - SLOT_RENEW_SECONDS) has passed since it was taken or renewed."""
-        return token.expires_ms - now_ms <= (SLOT_LEASE_SECONDS - SLOT_RENEW_SECONDS) * 1000
+    def _due(self, token: Token, now_ms: int) -> bool:
+        """Half a slot's lease has passed since it was taken or renewed (SLOT_RENEW_SECONDS of SLOT_LEASE_SECONDS, or
+        half the watcher's), or its lease is not the one the run's watch calls for now (a helper that became the
+        watcher; a watch that ended without ``leave_watch``, which a lapse does)."""
+        if token.watched != self._watching():
+            return True
+        return token.expires_ms - now_ms <= token.lease_ms // 2
 
     def keep(self, slots: list[Token]) -> None:
         """Slots taken for claims that were lost: kept for the next ones."""
@@ -144,7 +157,7 @@ class HeldSlots:
                 if index in spare or not self._due(token, now_ms):
                     continue
                 try:
-                    renewed = self._store.renew_token(token, now_ms + int(SLOT_LEASE_SECONDS * 1000))
+                    renewed = self._store.relet_slot(token, watched=self._watching(), now_ms=now_ms)
                 except TaskQueueError as exc:  # tried again at the next round
                     logger.warning("running-limit slot renewal refused; trying again", extra={"error": str(exc)})
                     continue
@@ -153,6 +166,35 @@ class HeldSlots:
                     del self._tokens[index]
                 else:
                     self._tokens[index] = renewed
+
+    def leave_watch(self, *, free_spare: bool) -> None:
+        """The run's watch is about to end (the watch calls this before its last write): its slots may not keep the
+        watcher's long lease, which the next watcher would take. Spare ones are freed (``free_spare``: the run stops)
+        or shortened with the others to SLOT_LEASE_SECONDS (it claims on, or its tasks run on). A slot that could
+        not be shortened is dropped if another worker took it, else kept and tried again by ``renew``."""
+        with self._lock:
+            now_ms = self._clock.now_ms()
+            if free_spare:
+                spare, self._spare = self._spare, []
+                for index in spare:
+                    self._free(self._tokens.pop(index))
+            for index, token in list(self._tokens.items()):
+                if not token.watched:
+                    continue
+                try:
+                    shortened = self._store.relet_slot(token, watched=False, now_ms=now_ms)
+                except TaskQueueError as exc:
+                    self._on_error()
+                    logger.warning("could not shorten a running-limit slot as the watch ends; trying again",
+                                   extra={"error": str(exc)})
+                    continue
+                if shortened is None:
+                    logger.warning("running-limit slot lost: another worker took it", extra={"slot": index})
+                    del self._tokens[index]
+                    if index in self._spare:
+                        self._spare.remove(index)
+                else:
+                    self._tokens[index] = shortened
 
     def _free(self, slot: Token) -> None:
         try:

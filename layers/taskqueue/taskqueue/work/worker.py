@@ -29,7 +29,7 @@ from aws_lambda_powertools import Logger
 
 from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import ConfigError, TaskQueueError, TaskTooLong
-from taskqueue.core.handshake import READ_REUSE_MIN_CLAIMS_PER_SECOND, WakeRecord
+from taskqueue.core.handshake import READ_REUSE_MIN_CLAIMS_PER_SECOND, WakeRecord, poll_seconds
 from taskqueue.core.model import Task
 from taskqueue.core.run_time import InvocationTime, too_long_message
 from taskqueue.core.states import TaskStatus
@@ -189,7 +189,9 @@ class Worker:
             lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
         )
         delayed = self._delayed = DelayedView(self._store, control, self._clock)
-        slots_held = self._slots = HeldSlots(self._store, control, lambda: self._add(report, "errors"), self._clock)
+        slots_held = self._slots = HeldSlots(
+            self._store, control, lambda: self._add(report, "errors"), self._clock, watching=lambda: watch.watching
+        )
         fair = self._fair = FairShare(
             self._store, queue, self._owner, self._clock, self._rng, lambda: self._add(report, "errors"), control
         )
@@ -204,6 +206,7 @@ class Worker:
             refused=lambda what, exc, then: self._refused_for_now(report, what, exc, then=then),
             on_record=control.see_record,
             index_peek=lambda: self._index_peek(queue),
+            on_leave=lambda stopping: slots_held.leave_watch(free_spare=stopping),
         )
         report.watched = watch.begin()
         # Claim lanes only once another claimer is met: a helper meets the watcher at once; the watcher, alone as a
@@ -213,7 +216,10 @@ class Worker:
             control.join_now(settle=True)
         started = self._clock.monotonic()
         deadline = started + claim_seconds
-        lingering = Lingering(watch, self._clock, self._settings.worker_linger_seconds)
+        def pace() -> float:  # the wait between looks for new work: sooner on a fast queue
+            return poll_seconds(report.claimed, self._clock.monotonic() - started)
+
+        lingering = Lingering(watch, self._clock, self._settings.worker_linger_seconds, pace)
         look_started_ms: int | None = None
         # The start of a look that saw the whole queue (fewer entries than it asked for) and claimed all of it: a look
         # right after it would find nothing new the record would not show first, so the watcher lingers on the
@@ -271,17 +277,16 @@ class Worker:
                 if drained_look is not None and watch.watching:
                     if running or recording:
                         # The look saw the whole queue: while its tasks run, the record (not the index: a look per
-                        # ending task would read an empty index each time) tells of new writes, read every
-                        # ARRIVALS_POLL_SECONDS whether or not tasks end meanwhile (with many slots one ends
-                        # almost every second: a read only after a quiet interval left new work waiting).
-                        done, _ = wait([*running, *recording], timeout=min(left, ARRIVALS_POLL_SECONDS),
-                                       return_when=FIRST_COMPLETED)
+                        # ending task would read an empty index each time) tells of new writes, read every ``pace()``
+                        # (ARRIVALS_POLL_SECONDS, sooner on a fast queue) whether or not tasks end meanwhile (with many
+                        # slots one ends almost every second: a read only after a quiet interval left new work waiting).
+                        done, _ = wait([*running, *recording], timeout=min(left, pace()), return_when=FIRST_COMPLETED)
                         running = self._collect(running, report)
                         due_now = delayed.due_in_seconds() == 0  # a retry (this run's, say) fell due: look
                         # Producers that found this watcher awake skipped their touch: the index tells of them
-                        # (every ARRIVALS_POLL_SECONDS), the record of the others (every RECORD_POLL_SECONDS).
+                        # (every ``pace()``), the record of the others (every RECORD_POLL_SECONDS).
                         if (due_now or watch.arrivals(RECORD_POLL_SECONDS)
-                                or watch.index_arrivals(ARRIVALS_POLL_SECONDS if done else 0.0)):
+                                or watch.index_arrivals(pace() if done else 0.0)):
                             drained_look = None
                         continue
                     look_from, drained_look = drained_look, None
