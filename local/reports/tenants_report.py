@@ -93,6 +93,7 @@ def figures(records: Sequence[TaskRecord], runs: Iterable[tuple[int, int]], wind
             "worst_group_done_share": worst_done,
             "claim_p95_s": quiet_p95,  # all quiet tasks pooled
             "worst_group_claim_p95_s": worst_p95,
+            "claim_waits_s": sorted(round(w, 3) for w in quiet_waits),  # pooled across runs to compare code side by side
         },
         "noisy": {
             "created": noisy_created,
