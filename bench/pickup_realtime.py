@@ -11,7 +11,8 @@ strongly consistent). Each case starts from an idle queue (no worker watching it
 - ``task``: one task on an idle queue `work`;
 - ``call``: a call on queue `calls` whose preferences an available agent fits (the agent logged in beforehand);
 - ``agent``: an agent becoming available (logs in) while a call it fits waits;
-- ``steady``: one task a second for ``--steady-seconds`` on `work` (the p50/p95 of all of them);
+- ``steady``: one task a second for ``--steady-seconds`` on `work` (the p50/p95 of all of them); ``--fast RATE``
+  alone (a stack whose runner takes 0.02 s a task: it keeps up): RATE tasks a second, evenly spaced;
 - ``busy`` (``--busy``, a second stack: ``TaskRunner=bench_runner:run``, ``RunnerCapacity=8``): 3 tasks a second for
   40 s, each running 0.2-3.0 s (about 5 of the 8 slots busy), create -> claim of every task (issue 28);
 - ``killed`` (``--busy``, the same stack): a task whose runner kills its process (as a Timeout or OOM does) is
@@ -181,14 +182,15 @@ def agent_freeing_up(stack: Stack) -> float:
     return waited
 
 
-def steady(stack: Stack, seconds: int) -> tuple[list[float], Counter[str]]:
+def steady(stack: Stack, seconds: int, rate: float = 1.0, payload: dict[str, Any] | None = None,
+           ) -> tuple[list[float], Counter[str]]:
     stack.wait_idle("work")
     before = Counter(stack.invocations)
     created: list[tuple[str, int]] = []
     start = time.monotonic()
-    for n in range(seconds):
-        time.sleep(max(0.0, start + n - time.monotonic()))
-        created.append(create(stack, {"queue": "work"}))
+    for n in range(int(seconds * rate)):
+        time.sleep(max(0.0, start + n / rate - time.monotonic()))
+        created.append(create(stack, {"queue": "work"} | ({"payload": payload} if payload else {})))
     stack.wait_idle("work")
     waits = [_claim_time(stack, task_id, created_ms) for task_id, created_ms in created]
     return waits, Counter({k: v - before.get(k, 0) for k, v in stack.invocations.items() if v - before.get(k, 0)})
@@ -326,7 +328,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="only the operator's redrive, retry-all and resume (their own stack)")
     parser.add_argument("--limit", action="store_true",
                         help="only the killed-at-the-limit case (its own stack: WorkRunningLimit 3, 3 workers)")
+    parser.add_argument("--fast", type=float, metavar="RATE",
+                        help="only the steady case at RATE tasks/s for --steady-seconds (a watcher's polls come sooner "
+                             "above 10 tasks/s)")
     args = parser.parse_args(argv)
+    if args.fast:
+        fast(args.fast, args.steady_seconds)
+        return
     if args.busy:
         busy_and_killed(args.repeat)
         return
@@ -363,8 +371,18 @@ def main(argv: list[str] | None = None) -> None:
 
 
 BUSY_OVERRIDES = [*OVERRIDES, "TaskRunner=bench_runner:run", "RunnerCapacity=8"]
+FAST_OVERRIDES = [*OVERRIDES, "TaskRunner=bench_runner:run"]  # each task runs its payload's seconds
 # Several workers may run (3 reserved), so the queue-wide running limit holds: 3 slots.
 LIMIT_OVERRIDES = [*BUSY_OVERRIDES, "ProcessTasksConcurrency=3", "WorkRunningLimit=3"]
+
+
+def fast(rate: float, seconds: int) -> None:
+    stack = Stack(FAST_OVERRIDES)
+    try:
+        waits, used = steady(stack, seconds, rate, {"seconds": 0.02})  # a runner that keeps up (RunnerCapacity 3)
+        print(json.dumps({"case": f"steady at {rate:g} tasks/s", **summary(waits), "invocations": dict(used)}), flush=True)
+    finally:
+        stack.stop()
 
 
 def operator_cases(repeat: int) -> None:

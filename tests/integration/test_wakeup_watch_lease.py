@@ -270,11 +270,6 @@ def test_a_watcher_shortens_its_slots_before_its_watch_ends_so_no_next_watcher_t
     running limit while this run's tasks still run). So before the write that ends the watch (a hand-over, the budget:
     ``Watch.end``) the run shortens every slot it holds to SLOT_LEASE_SECONDS, and before a stop's last write
     (``try_stop``: the run stops claiming) it frees its spare slots; the next watcher then takes none of them."""
-    from taskqueue.work.claim_control import ClaimControl
-    from taskqueue.work.held_slots import HeldSlots
-
-    import random
-
     settings = make_settings(topics, running_limit=2, lease_seconds=300)
     calls: list[str] = []
 
@@ -294,11 +289,7 @@ def test_a_watcher_shortens_its_slots_before_its_watch_ends_so_no_next_watcher_t
     store = Recording(dynamodb, settings, clock)
     for ending in ("end", "stop"):
         calls.clear()
-        control = ClaimControl(store, "work", "w", clock, random.Random(1), lambda *_: False)
-        watch: Watch
-        held = HeldSlots(store, control, lambda: None, clock, watching=lambda: watch.watching)
-        watch = Watch(store, "work", "w", clock, index_peek=lambda: False,
-                      on_leave=lambda stopping: held.leave_watch(free_spare=stopping))
+        watch, held = _watch_with_slots(store, clock)
         assert watch.begin()
         running, spare = held.for_claims(2)
         assert running.watched and spare.watched
@@ -343,6 +334,21 @@ def test_a_full_watcher_calls_for_help_for_a_write_it_notices(dynamodb, services
     report = Worker(store, runner, capacity=1, owner="worker-1", clock=clock, call_for_help=call_for_help).run("work", 60)
     assert called == ["work"] and report.helpers_woken == 1
     assert report.claimed == 2 and topics.wakeups() == []
+
+
+def _watch_with_slots(store: TaskStore, clock):
+    """A run's watch and its running-limit slots, wired as Worker.run wires them."""
+    import random
+
+    from taskqueue.work.claim_control import ClaimControl
+    from taskqueue.work.held_slots import HeldSlots
+
+    control = ClaimControl(store, "work", "w", clock, random.Random(1), lambda *_: False)
+    watch: Watch
+    held = HeldSlots(store, control, lambda: None, clock, watching=lambda: watch.watching)
+    watch = Watch(store, "work", "w", clock, index_peek=lambda: False,
+                  on_leave=lambda stopping: held.leave_watch(free_spare=stopping))
+    return watch, held
 
 
 def _held_slots(store: TaskStore, clock, owner: str = "w"):
