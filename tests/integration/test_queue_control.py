@@ -80,6 +80,22 @@ def test_a_watchers_slots_hold_a_long_lease_which_only_the_next_watcher_may_take
     assert store.free_token(short)
 
 
+def test_a_watchers_slots_count_as_held_while_it_watches_and_not_after_its_watch_lapses(store, clock):
+    """What operators see (``control``, the board): a dead watcher's slots, far from their expiry, are free to the
+    next watcher once its watch lapses, so they are not shown held."""
+    store = with_settings(store, running_limit=3, lease_seconds=300)
+    assert store.watch("work", "watcher-1", clock.now_ms() + 5000) is not None
+    store.acquire_slots("work", "watcher-1", 2, watcher=True)
+    store.acquire_slots("work", "helper", 1)
+    assert store.control("work").slots_held == 3
+    clock.advance(4)
+    assert store.control("work").slots_held == 3
+    clock.advance(2)  # the watch has lapsed, and the helper's slot with it
+    assert store.control("work").slots_held == 0
+    store.pause("work")
+    assert store.control("work").paused
+
+
 def test_claim_lanes_are_one_per_worker_and_show_who_claims_now(store, clock):
     store = with_settings(store, claim_lanes=3)
     until = clock.now_ms() + 60_000
