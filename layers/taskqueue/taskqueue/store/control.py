@@ -42,6 +42,11 @@ SLOT_RENEW_SECONDS = 2.5
 WATCHER_SLOT_LEASE_SECONDS = 60.0
 
 
+def slot_lease_seconds(watched: bool) -> float:
+    """A slot's lease: the watcher's (``watched``) or a helper's."""
+    return WATCHER_SLOT_LEASE_SECONDS if watched else SLOT_LEASE_SECONDS
+
+
 @dataclass(frozen=True)
 class QueueControl:
     """What operators set on a queue, and how many of its running-limit slots are held now."""
@@ -71,7 +76,7 @@ class Token:
 
     @property
     def lease_ms(self) -> int:
-        return int((WATCHER_SLOT_LEASE_SECONDS if self.watched else SLOT_LEASE_SECONDS) * 1000)
+        return int(slot_lease_seconds(self.watched) * 1000)
 
 
 def control_id(queue: str) -> str:
@@ -158,7 +163,7 @@ class QueueControls(QueueTable):
         limit = self.running_limit(queue)
         if limit is None:
             raise InvalidTaskInput(f"queue {queue!r} has no running limit (RUNNING_LIMIT): there are no slots to take")
-        expires = self._clock.now_ms() + int((WATCHER_SLOT_LEASE_SECONDS if watcher else SLOT_LEASE_SECONDS) * 1000)
+        expires = self._clock.now_ms() + int(slot_lease_seconds(watcher) * 1000)
         return self._take_tokens(SLOT, queue, limit, owner, wanted, expires, rng or random.Random(), watcher=watcher)
 
     def relet_slot(self, slot: Token, *, watched: bool, now_ms: int | None = None) -> Token | None:
@@ -166,8 +171,7 @@ class QueueControls(QueueTable):
         queue), else for SLOT_LEASE_SECONDS (shorter than it was, when its owner's watch ends). ``None`` if it is no
         longer ours or has lapsed."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        lease = WATCHER_SLOT_LEASE_SECONDS if watched else SLOT_LEASE_SECONDS
-        leased = Token(slot.kind, slot.queue, slot.index, slot.owner, now_ms + int(lease * 1000), watched)
+        leased = Token(slot.kind, slot.queue, slot.index, slot.owner, now_ms + int(slot_lease_seconds(watched) * 1000), watched)
         written = self._token_write(
             slot,
             "SET #e = :expires, #watch = :watched",
