@@ -125,15 +125,12 @@ class QueueControls(QueueTable):
         watcher as soon as its watch lapses, though their expiry is far off."""
         limit = self.running_limit(queue)
         now_ms = self._clock.now_ms()
-        response = self._call("get_item", TableName=self._table, Key=_key(control_id(queue)),
-                              ProjectionExpression="paused, watcher, watchUntil")
-        record = response.get("Item", {})
-        watcher = record.get("watcher", {}).get("S") if int(record.get("watchUntil", {}).get("N", "0")) > now_ms else None
+        record = self.read_wake_record(queue, consistent=False)  # type: ignore[attr-defined]  # WakeRecords
+        watcher = record.watcher if record.watched(now_ms) else None
         held = 0 if limit is None else sum(
             1 for expires, owner in self._token_holders(SLOT, queue, limit).values()
             if expires > now_ms and owner in (None, watcher))
-        paused = bool(record.get("paused", {}).get("BOOL", False))
-        return QueueControl(queue=queue, paused=paused, running_limit=limit, slots_held=held)
+        return QueueControl(queue=queue, paused=record.paused, running_limit=limit, slots_held=held)
 
     def _set_paused(self, queue: str, paused: bool) -> None:
         self._settings.order_of(queue)  # an unknown queue is refused with the configured ones named

@@ -101,15 +101,22 @@ class HeldSlots:
         if not self._due(token, now_ms):
             return token
         try:
-            renewed = self._store.relet_slot(token, watched=self._watching(), now_ms=now_ms)
+            return self._relet(index, self._watching(), now_ms)
         except TaskQueueError as exc:
             logger.warning("running-limit slot renewal refused; taking another", extra={"error": str(exc)})
             self._spare.append(index)
             return None
+
+    def _relet(self, index: int, watched: bool, now_ms: int) -> Token | None:
+        """Lease the held slot ``index`` anew (the watcher's lease or a helper's); ``None``, and dropped from the run's
+        slots, if another worker took it after it lapsed. A refused write raises. Holds the lock."""
+        renewed = self._store.relet_slot(self._tokens[index], watched=watched, now_ms=now_ms)
         if renewed is None:
             del self._tokens[index]
-            return None
-        self._tokens[index] = renewed
+            if index in self._spare:
+                self._spare.remove(index)
+        else:
+            self._tokens[index] = renewed
         return renewed
 
     def _due(self, token: Token, now_ms: int) -> bool:
@@ -157,15 +164,10 @@ class HeldSlots:
                 if index in spare or not self._due(token, now_ms):
                     continue
                 try:
-                    renewed = self._store.relet_slot(token, watched=self._watching(), now_ms=now_ms)
+                    if self._relet(index, self._watching(), now_ms) is None:
+                        logger.warning("running-limit slot lost: it lapsed and another worker took it", extra={"slot": index})
                 except TaskQueueError as exc:  # tried again at the next round
                     logger.warning("running-limit slot renewal refused; trying again", extra={"error": str(exc)})
-                    continue
-                if renewed is None:
-                    logger.warning("running-limit slot lost: it lapsed and another worker took it", extra={"slot": index})
-                    del self._tokens[index]
-                else:
-                    self._tokens[index] = renewed
 
     def leave_watch(self, *, free_spare: bool) -> None:
         """The run's watch is about to end (the watch calls this before its last write): its slots may not keep the
@@ -182,19 +184,12 @@ class HeldSlots:
                 if not token.watched:
                     continue
                 try:
-                    shortened = self._store.relet_slot(token, watched=False, now_ms=now_ms)
+                    if self._relet(index, False, now_ms) is None:
+                        logger.warning("running-limit slot lost: another worker took it", extra={"slot": index})
                 except TaskQueueError as exc:
                     self._on_error()
                     logger.warning("could not shorten a running-limit slot as the watch ends; trying again",
                                    extra={"error": str(exc)})
-                    continue
-                if shortened is None:
-                    logger.warning("running-limit slot lost: another worker took it", extra={"slot": index})
-                    del self._tokens[index]
-                    if index in self._spare:
-                        self._spare.remove(index)
-                else:
-                    self._tokens[index] = shortened
 
     def _free(self, slot: Token) -> None:
         try:
