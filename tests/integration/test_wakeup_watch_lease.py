@@ -336,7 +336,30 @@ def test_a_full_watcher_calls_for_help_for_a_write_it_notices(dynamodb, services
     assert report.claimed == 2 and topics.wakeups() == []
 
 
-def _watch_with_slots(store: TaskStore, clock):
+def test_a_slot_shortening_refused_past_the_sdks_retries_does_not_fail_the_watchs_end(dynamodb, topics, clock):
+    """Throttling past the SDK's retries as the watch ends: the shortening of the one slot is refused. The watch still
+    ends (the run is not failed by it), the refusal is counted, and the run's next renewal round shortens the slot,
+    so a live task's slot is not left on the watcher's lease for the next watcher to take."""
+    settings = make_settings(topics, running_limit=1, lease_seconds=300)
+    faulty = FaultyClient(dynamodb)
+    store = TaskStore(faulty, settings, clock)
+    errors: list[int] = []
+    watch, held = _watch_with_slots(store, clock, on_error=lambda: errors.append(1))
+    assert watch.begin()
+    (running,) = held.for_claims(1)
+    assert running.watched
+    faulty.fail("update_item", "ProvisionedThroughputExceededException",
+                when=lambda request: request.get("Key", {}).get("taskId", {}).get("S", "").endswith("#slot#0"))
+    watch.end(None)
+    assert errors == [1] and not watch.watching
+    assert store.read_wake_record("work").watcher is None
+    held.renew()  # the run's next round: the slot no longer matches the run's watch, so it is leased anew, short
+    (expires,) = store._token_expiries("slot", "work", 1).values()
+    assert expires == clock.now_ms() + SLOT_LEASE_SECONDS * 1000
+    assert store.acquire_slots("work", "next", 1, watcher=True) == []  # still the run's, on a helper's lease
+
+
+def _watch_with_slots(store: TaskStore, clock, on_error=lambda: None):
     """A run's watch and its running-limit slots, wired as Worker.run wires them."""
     import random
 
@@ -345,7 +368,7 @@ def _watch_with_slots(store: TaskStore, clock):
 
     control = ClaimControl(store, "work", "w", clock, random.Random(1), lambda *_: False)
     watch: Watch
-    held = HeldSlots(store, control, lambda: None, clock, watching=lambda: watch.watching)
+    held = HeldSlots(store, control, on_error, clock, watching=lambda: watch.watching)
     watch = Watch(store, "work", "w", clock, index_peek=lambda: False,
                   on_leave=lambda stopping: held.leave_watch(free_spare=stopping))
     return watch, held
