@@ -14,11 +14,13 @@ class Lingering:
     """A watcher's wait on an empty queue (or, for the Matcher, on calls no agent fits yet). A helper does not wait.
 
     After an empty look the watcher waits for new writes, reading the record every ``poll_seconds`` for up to
-    ``linger_seconds``: a write ends the wait (look again). A pace below LINGER_POLL_SECONDS (a fast queue's) doubles
-    at each poll that finds nothing, up to it: the first poll comes soon after the queue empties, and a queue that went
-    quiet is not peeked at twenty times a second for the whole linger. If none came, it stops if the handshake allows it;
+    ``linger_seconds``: a write ends the wait (look again). If none came, it stops if the handshake allows it;
     if the last look began too soon after the last write it knows of (the index may not have shown it yet), it
-    looks once more when the index's lag allowance has passed, and stops then without lingering again."""
+    looks once more when the index's lag allowance has passed, and stops then without lingering again.
+
+    A pace below LINGER_POLL_SECONDS (a fast queue's) doubles at each poll that finds nothing, up to it: the first
+    poll comes soon after the queue empties, and a queue that went quiet is not peeked at twenty times a second for
+    the whole linger."""
 
     def __init__(
         self, watch: Watch, clock: Clock, linger_seconds: float, poll_seconds: float | Callable[[], float] = LINGER_POLL_SECONDS

@@ -216,6 +216,7 @@ class Worker:
             control.join_now(settle=True)
         started = self._clock.monotonic()
         deadline = started + claim_seconds
+
         def pace() -> float:  # the wait between looks for new work: sooner on a fast queue
             return poll_seconds(report.claimed, self._clock.monotonic() - started)
 
