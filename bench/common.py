@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import logging
+import math
 import os
 import statistics
 import sys
@@ -93,7 +94,12 @@ class VirtualClock:
         heapq.heappush(self._events, (seconds, self._seq, callback))
 
     def sleep(self, seconds: float) -> None:
+        before = self._now_ms
         self.advance_to(self.monotonic() + max(0.0, seconds))
+        if seconds > 0 and self._now_ms <= before:
+            # Shorter than the float can add (a wait for the last 1e-14 s of a deadline): time still moves on, or a
+            # loop waiting for that deadline would spin forever on a clock that never gets there.
+            self._now_ms = math.nextafter(before, math.inf)
 
     def advance(self, seconds: float) -> None:
         self.sleep(seconds)
