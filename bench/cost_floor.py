@@ -20,16 +20,19 @@ may run) adds what holding it costs: an invocation started for a batch must take
 conditional writes, ``SLOT_WRITES_PER_START``), since no other worker knows what it runs; a worker kept running holds
 its slots across tasks (this project's watcher: one lease renewal a half-minute, left out).
 A claim that leaves the index entry as it is (no projected attribute changes) costs the index nothing; finders tell a
-TAKEN entry by the task's item (a read, a tenth of a write). Reads, storage and the backstops are left out (generous).
+TAKEN entry otherwise (this project: a lone watcher knows what it runs, another worker loses one claim on it; see
+store/unmarked_leases.py). Reads, storage and the backstops are left out (generous).
 
 Two floors are printed for each target:
 
 - **any design** (the floor proper): 5 writes + the cheaper of the two above at Lambda's least memory (128 MB);
 - **this architecture** (the handshake: a producer's strongly consistent read of the queue's record per request, its
-  touch skipped while a worker watches; a worker that lingers instead of being started per task; the claim marking its
-  lease on the task's ReadyIndex entry, a projected attribute): 3 + 3 index writes = 6 write units + 1 read unit +
-  0.95 / rate s of worker at the template's ProcessTasks memory. What this project measures is at or above it; a
-  target below it needs a claim that leaves the entry unchanged or a stream-started worker (docs/scaling.md).
+  touch skipped while a worker watches; a worker that lingers instead of being started per task; a lone watcher's
+  claim of a task that ends within 2 s leaving its ReadyIndex entry as it was): 3 + 2 index writes = 5 write units
+  + 1 read unit + 0.95 / rate s of worker at the template's ProcessTasks memory (before issue 29's unmarked leases
+  the claim marked the lease on the entry: 6 write units). What this project measures is at or above it, by what
+  the watcher itself writes and reads (its watch, renewals, slots, polls); a target below it needs a stream-started
+  worker (docs/scaling.md).
 
     .venv/bin/python bench/cost_floor.py            # measured figures from bench/results.json when present
     .venv/bin/python bench/cost_floor.py --results bench/results-cost.json   # ... from bench/cost_check.py's run
@@ -54,7 +57,7 @@ LEAST_RUN_SECONDS = 0.05  # the least invocation that claims and finishes a task
 POLLS_PER_SECOND = 4.0  # the stream poller reads a shard 4 times a second (bench/invocation_model.Platform)
 FLOOR_WRITES_PER_TASK = 3 + 2  # three transitions on the task's item; the sparse index's put and delete
 SLOT_WRITES_PER_START = 2  # a running-limit slot taken and given back by an invocation started for a batch
-ARCHITECTURE_WRITES_PER_TASK = 3 + 3  # + ReadyIndex put, the claim's lease mark (a projected attribute), delete
+ARCHITECTURE_WRITES_PER_TASK = 3 + 2  # + ReadyIndex put and delete: a lone watcher's quick task gets no lease mark
 ARCHITECTURE_READS_PER_TASK = 1  # the producer's strongly consistent read of the queue's record (its touch skipped)
 # ... reused for READ_REUSE_SECONDS by one producer process while the watcher allows it (4 claims a second and more).
 READ_REUSE_SECONDS, READ_REUSE_MIN_RATE = 0.5, 4.0
@@ -117,7 +120,7 @@ def floor(rate: float, memory_mb: int = LAMBDA_LEAST_MB, billing: str = "on-dema
 
 
 def architecture_floor(rate: float, billing: str = "on-demand", memory_mb: int = TEMPLATE_WORKER_MB) -> Floor:
-    """This project's architecture at least: its 6 writes and the producer's reads (one a request, or reused) per
+    """This project's architecture at least: its 5 writes and the producer's reads (one a request, or reused) per
     one-task request, and a lingering worker."""
     read_price = PRICES["dynamodb_read_request_unit"] if billing == "on-demand" else provisioned_unit_prices(DEFAULT_UTILISATION)[1]
     reads = architecture_reads_per_task(rate)

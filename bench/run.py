@@ -55,7 +55,13 @@ from bench.plan import (  # noqa: E402
     Plan,
 )
 from bench.report import build_table, machine, spread, update_docs, write_results  # noqa: E402
-from bench.scale_model import control_item_load, loads_from_partitions, max_sustainable_rate, workers_needed  # noqa: E402
+from bench.scale_model import (  # noqa: E402
+    control_item_load,
+    lease_marked,
+    loads_from_partitions,
+    max_sustainable_rate,
+    workers_needed,
+)
 from taskqueue.core.handshake import READ_REUSE_SECONDS  # noqa: E402
 
 PY = sys.executable
@@ -183,6 +189,8 @@ def scale_model(partitions: dict[str, dict[str, float]]) -> dict[str, Any]:
     for label, design_partitions in partitions.items():
         design, regime = label.split("@")
         shardable = design == "product"
+        if shardable and regime == "idle":
+            design_partitions = lease_marked(design_partitions)
         loads = loads_from_partitions(design_partitions, shardable=shardable)
         for shards in (SHARDS if shardable else (1,)):
             rate, hottest = max_sustainable_rate(loads, shards)

@@ -140,6 +140,14 @@ def loads_from_partitions(partitions: dict[str, float], *, shardable: bool, queu
     return loads
 
 
+def lease_marked(partitions: dict[str, float], queue: str = "work") -> dict[str, float]:
+    """Measured partitions (``loads_from_partitions``' input) with the lease mark added: a lone watcher's run (the
+    idle runs: one worker) claims without it (store/unmarked_leases.py), but at scale several workers claim, each
+    with the mark: one more ReadyIndex write a task on the task's ready partition."""
+    return {key: units + (1.0 if key.startswith("write|ReadyIndex|") and _role(key.split("|", 2)[2], queue) == "ready"
+                          else 0.0) for key, units in partitions.items()}
+
+
 def _role(partition: str, queue: str) -> str:
     """'work#0' -> 'ready', 'work#0#delayed' -> 'delayed', 'work#TAKEN#0' -> 'TAKEN' (shard number dropped)."""
     parts = partition[len(queue) + 1 :].split("#")

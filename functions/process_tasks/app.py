@@ -83,6 +83,7 @@ def handle(
         stopped=svc.wakeups.ensure if svc.wakeups is not None else None,  # a wake-up at the delayed head
         # The tail call as claiming stops, while the run's last tasks end (a hand-over: the next run takes their slots).
         hand_over=tail_call,
+        marks=svc.marks,
     )
     # Claims stop at the time budget, and each claim is of a task that can finish in this invocation (run_time).
     report = worker.run(

@@ -13,6 +13,7 @@ from bench.scale_model import (
     OWN_SHARD,
     SINGLE,
     Load,
+    lease_marked,
     loads_from_partitions,
     max_sustainable_rate,
     simulate,
@@ -105,3 +106,11 @@ def test_read_reuse_divides_the_producers_reads_of_the_record_by_what_a_process_
     assert (every.units, reused.units, batched.units) == (1.0, 0.2, 0.002)
     (slow,) = control_item_load(1, process_requests_per_second=1, reuse_seconds=0.5)
     assert slow.units == 1.0  # a process reading less often than its reuse allows reads once per request
+
+
+def test_the_scale_model_adds_the_lease_mark_a_lone_watchers_run_left_off() -> None:
+    measured = {"write|ReadyIndex|work#0": 2.0, "write|ReadyIndex|work#0#delayed": 0.5, "read|ReadyIndex|work#0": 0.2}
+    assert lease_marked(measured) == {**measured, "write|ReadyIndex|work#0": 3.0}
+    # One write unit a task more on the ready partition: a shard of 1,000 write units/s sustains 333 tasks/s, not 500.
+    loads = loads_from_partitions(lease_marked({"write|ReadyIndex|work#0": 2.0}), shardable=True)
+    assert rate(loads, 1, write_capacity=1000) == pytest.approx(1000 / 3, rel=0.01)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from taskqueue.core.clock import Clock, SystemClock
@@ -21,6 +21,7 @@ from taskqueue.store import TaskStore
 from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
 from taskqueue.wakeups.notify import Notifier
 from taskqueue.wakeups.producer import ProducerHandshake
+from taskqueue.work.lease_marks import MarkChoice
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class Services:
     call_attributes: tuple[str, ...] = DEFAULT_ATTRIBUTES
     # The scheduled wake-up at a queue's delayed head (WAKE_SCHEDULE_*, WAKE_TARGET_ARN); None: not configured.
     wakeups: DelayedWakeups | None = None
+    # How this execution environment's tasks ended lately (its workers' lease marks, taskqueue.work.lease_marks).
+    marks: MarkChoice = field(default_factory=MarkChoice)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Services:

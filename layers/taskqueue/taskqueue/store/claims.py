@@ -15,6 +15,7 @@ from taskqueue.core.states import TaskStatus
 from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.finding import WorkFinding
 from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, is_claimable
+from taskqueue.store.unmarked_leases import LEASE_MARK_AFTER_SECONDS
 
 # What a runner reported of an attempt (taskqueue.work.progress); a claim removes them, so each attempt starts afresh.
 PROGRESS_ATTRIBUTES = ("progress", "progressMessage", "progressUpdated")
@@ -26,7 +27,8 @@ LEASED_ENTRY = (*READY_ENTRY, "statusKey", "statusSort")
 
 class WorkerTransitions(WorkFinding):
     def claim(
-        self, candidate: Candidate, owner: str, now_ms: int | None = None, *, run_within: float | None = None
+        self, candidate: Candidate, owner: str, now_ms: int | None = None, *, run_within: float | None = None,
+        mark: bool = True,
     ) -> Task | None:
         """PENDING -> TAKEN with a lease; ``None`` if someone else got it or it is no longer claimable.
 
@@ -37,7 +39,11 @@ class WorkerTransitions(WorkFinding):
 
         ``run_within``: the longest run the claiming invocation can still finish (taskqueue.core.run_time.run_within);
         a task that declares a longer one (``runSeconds``, else DEFAULT_RUN_SECONDS) is refused by the write's
-        condition and raises ``TaskTooLong``, so it stays PENDING for a fresh invocation."""
+        condition and raises ``TaskTooLong``, so it stays PENDING for a fresh invocation.
+
+        ``mark`` False (a lone watcher, ``taskqueue.work.worker``): the lease is not marked on the entry; this store
+        passes the task over and marks it only if it still runs LEASE_MARK_AFTER_SECONDS later (``mark_leases``;
+        store/unmarked_leases.py). A claim refused because the task runs unmarked elsewhere passes it over too."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         if candidate.leased and self.recover_in_look(candidate, now_ms) is not TaskStatus.PENDING:
             return None
@@ -52,6 +58,7 @@ class WorkerTransitions(WorkFinding):
                 fits = f"(attribute_not_exists(runSeconds) OR {fits})"
             condition += f" AND {fits}"
         moved: dict[str, AttributeValue] = {}
+        mark = mark or candidate.delayed  # a delayed entry moves (its index entry is rewritten anyway): marked for free
         if candidate.delayed:  # to its ready partition, at the place its ready sort key gives it
             ready = keys.ready_key(candidate.queue, candidate.shard) if candidate.group is None else (
                 fairness.group_ready_key(candidate.queue, candidate.shard, candidate.group))
@@ -65,7 +72,7 @@ class WorkerTransitions(WorkFinding):
                 "leaseOwner": {"S": owner},
                 "claimedAt": {"N": str(now_ms)},
                 **moved,
-                **self._lease_attributes(expires),
+                **self._lease_attributes(expires, mark=mark),
             },
             # A new attempt starts without the last one's progress.
             remove=PROGRESS_ATTRIBUTES,
@@ -74,14 +81,58 @@ class WorkerTransitions(WorkFinding):
             names={"#ttl": "ttl"},
             values=values,
         )
-        if run_within is not None:  # the item as it was, if refused: tells a run too long from a lost race
-            request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        # The item as it was, if refused: tells a run too long from a lost race, and a task running unmarked.
+        request["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         try:
-            return from_item(self._call("update_item", **request)["Attributes"])
+            task = from_item(self._call("update_item", **request)["Attributes"])
         except ConditionLost as lost:
-            if run_within is not None and lost.item is not None:
-                self._raise_if_too_long(lost.item, run_within, now_ms)
+            if lost.item is not None:
+                if run_within is not None:
+                    self._raise_if_too_long(lost.item, run_within, now_ms)
+                self._refused_as_running(candidate, lost.item, now_ms)
             return None
+        if not mark:
+            self._unmarked.claimed(task.task_id, expires, now_ms)
+        return task
+
+    def _refused_as_running(self, candidate: Candidate, item: Mapping[str, Any], now_ms: int) -> None:
+        """A claim lost to a task that runs with no lease mark on its entry (another store's lone watcher claimed
+        it): pass it over until its lease ends, and mark it if its owner should have by now (it likely died before
+        its mark: marked, lease recovery finds it once the lease passes). A lapsed one is recovered at once."""
+        task = from_item(item)
+        if task.status is not TaskStatus.TAKEN or "notBefore" in item or task.lease_expires_ms is None:  # marked: known
+            return
+        if task.lease_expires_ms <= now_ms:
+            self.recover_in_look(candidate, now_ms)
+            return
+        self._unmarked.seen_running(task.task_id, task.lease_expires_ms)
+        claimed_ms = task.claimed_ms if task.claimed_ms is not None else task.updated_ms
+        if claimed_ms + 2 * LEASE_MARK_AFTER_SECONDS * 1000 <= now_ms:
+            self._mark_lease(task.task_id, task.lease_expires_ms, now_ms)
+
+    def mark_leases(self, owner: str, now_ms: int | None = None) -> int:
+        """Mark on their index entries the leases of this store's unmarked tasks claimed LEASE_MARK_AFTER_SECONDS
+        ago or more (one write each, and its index write): from then on every reader sees them running, the board
+        counts them TAKEN, lease recovery finds them. How many were marked."""
+        now_ms = self._clock.now_ms() if now_ms is None else now_ms
+        marked = 0
+        for task_id, expires in self._unmarked.due(now_ms - int(LEASE_MARK_AFTER_SECONDS * 1000)):
+            written = self._mark_lease(task_id, expires, now_ms, owner)  # a refusal raises: the next beat tries again
+            self._unmarked.done(task_id)  # marked, or no longer this store's lease as it knew it (renewed, finished)
+            marked += written
+        return marked
+
+    def _mark_lease(self, task_id: str, expires_ms: int, now_ms: int, owner: str | None = None) -> bool:
+        condition = "leaseExpires = :expires AND attribute_not_exists(notBefore)"
+        values: dict[str, AttributeValue] = {":expires": {"N": str(expires_ms)}}
+        if owner is not None:
+            condition += " AND leaseOwner = :owner"
+            values[":owner"] = {"S": owner}
+        written = self._transition(
+            task_id, TaskStatus.TAKEN, TaskStatus.TAKEN, now_ms=now_ms, set_={"notBefore": {"N": str(expires_ms)}},
+            condition=condition, values=values,
+        )
+        return written is not None
 
     def _raise_if_too_long(self, item: Mapping[str, Any], run_within: float, now_ms: int) -> None:
         """A refused claim of a task that was still claimable is refused for its run time: say so."""
@@ -130,16 +181,21 @@ class WorkerTransitions(WorkFinding):
         if lease_ms <= 0:
             raise InvalidTaskInput(f"a lease extension must be positive, got {seconds!r} s")
         expires = now_ms + lease_ms
+        unmarked = self._unmarked.is_own(task.task_id)  # not marked yet: the heartbeat's ``mark_leases`` will
         written = self._transition(
             task.task_id,
             TaskStatus.TAKEN,
             TaskStatus.TAKEN,
             now_ms=now_ms,
-            set_=self._lease_attributes(expires),
+            set_=self._lease_attributes(expires, mark=not unmarked),
             condition="leaseOwner = :owner AND leaseExpires > :now AND leaseExpires < :newExpiry",
             values={":owner": {"S": owner}, ":newExpiry": {"N": str(expires)}},
         )
-        return expires if written is not None else None
+        if written is None:
+            self._unmarked.done(task.task_id)
+            return None
+        self._unmarked.renewed(task.task_id, expires)
+        return expires
 
     def fail(self, task: Task, owner: str, error: str, now_ms: int | None = None) -> bool:
         """TAKEN -> FAILURE (the dead-letter state), only by the lease owner while the lease holds."""

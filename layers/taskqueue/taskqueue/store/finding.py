@@ -316,8 +316,9 @@ class WorkFinding(GroupRing):
         # as many more entries as the last look of this partition passed over, so that it does not page one by one.
         held = 0
         extra = self._held_seen.get(partition, 0)
+        unmarked = self._unmarked.held(now_ms)  # running with no lease mark on the entry (store/unmarked_leases.py)
         for entry in self._index_entries(partition, queue, shard, newest_first=True, need=need, extra=extra, first=first):
-            if entry.leased and entry.not_before_ms is not None and entry.not_before_ms > now_ms:
+            if (entry.leased and entry.not_before_ms is not None and entry.not_before_ms > now_ms) or entry.task_id in unmarked:
                 held += 1  # running: its lease holds
                 continue
             self._held_seen[partition] = held

@@ -30,6 +30,7 @@ from taskqueue.core.states import InvalidTransition, TaskStatus, check_transitio
 from taskqueue.store import dynamo
 from taskqueue.store.dynamo import ConditionLost, make_client
 from taskqueue.store.page_reads import FirstPages
+from taskqueue.store.unmarked_leases import UnmarkedLeases
 
 READY_INDEX = "ReadyIndex"
 STATUS_INDEX = "StatusIndex"
@@ -90,6 +91,7 @@ class QueueTable:
         self._stamps_seen: dict[tuple[str, int, str], tuple[str, int]] = {}
         # Ready partition -> how many running tasks' entries (leased) its last look passed over (store/finding.py).
         self._held_seen: dict[str, int] = {}
+        self._unmarked = UnmarkedLeases()  # running tasks whose lease is not on their index entry (unmarked_leases.py)
         # (queue, shard) -> its ring fitted one page when a look last read it whole: the next look reads it in one query.
         self._small_ring: dict[tuple[str, int], bool] = {}
         self._first_page_reads = FirstPages(lambda operation, **request: self._call(operation, **request))  # page_reads.py
@@ -238,15 +240,12 @@ class QueueTable:
             attributes["notBefore"] = {"N": str(task.not_before_ms)}
         return attributes
 
-    def _lease_attributes(self, expires_ms: int) -> dict[str, AttributeValue]:
+    def _lease_attributes(self, expires_ms: int, *, mark: bool = True) -> dict[str, AttributeValue]:
         # The item outlives its lease by the retention: a task running past its ttl is never deleted under its
-        # worker, and a crashed worker's task stays findable for lease recovery.
-        # notBefore: the lease marked on the task's ReadyIndex entry, where a look passes it over until it expires.
-        return {
-            "leaseExpires": {"N": str(expires_ms)},
-            "notBefore": {"N": str(expires_ms)},
-            "deleteAt": {"N": str(expires_ms // 1000 + 1 + self._settings.retention_seconds)},
-        }
+        # worker, and a crashed worker's task stays findable for lease recovery. notBefore: the lease marked on the
+        # task's ReadyIndex entry, where a look passes it over until it expires (not yet: store/unmarked_leases.py).
+        deletion = {"N": str(expires_ms // 1000 + 1 + self._settings.retention_seconds)}
+        return {"leaseExpires": {"N": str(expires_ms)}, "deleteAt": deletion, **({"notBefore": {"N": str(expires_ms)}} if mark else {})}
 
     def _finished_attributes(self, now_ms: int, status: TaskStatus) -> dict[str, AttributeValue]:
         """When DynamoDB may delete a task that finished in ``status``: dead letters (FAILURE, CANCELLED) after
@@ -273,6 +272,7 @@ class QueueTable:
             condition="leaseOwner = :owner AND leaseExpires > :now",
             values={":owner": {"S": owner}},
         )
+        self._unmarked.done(task.task_id)  # written or not, the task is no longer this store's to run
         return written is not None
 
     def _transition(self, task_id: str, source: TaskStatus, target: TaskStatus, **request: Any) -> dict[str, Any] | None:

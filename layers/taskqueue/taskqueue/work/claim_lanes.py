@@ -132,6 +132,11 @@ class ClaimLanes(ControlPart):
     def has_lane(self) -> bool:
         return self._lane is not None
 
+    @property
+    def alone(self) -> bool:
+        """A lazy joiner that has met no other claimer so far (``join_now`` not called): the lone watcher."""
+        return self._lanes_until_ms is not None and self._lane is None
+
     def room_for_another(self) -> bool:
         """May one more worker claim alongside (CLAIM_LANES > 1 and a lane is free)? Without a lane (more workers
         than lanes, or a refused lane write) no. A lazy joiner takes its lane first, so the helper sees it."""

@@ -42,6 +42,7 @@ from taskqueue.work.delayed_view import DelayedView
 from taskqueue.work.fair_share import FairShare
 from taskqueue.work.held_slots import HeldSlots
 from taskqueue.work.lease import Lease
+from taskqueue.work.lease_marks import MarkChoice
 from taskqueue.work.outcomes import RECORD_BACKOFF_SECONDS, Outcomes
 from taskqueue.work.runner import TaskRunner
 
@@ -124,6 +125,7 @@ class Worker:
         call_for_help: Callable[[str], None] | None = None,
         stopped: Callable[[str, int | None, WakeRecord | None], None] | None = None,
         hand_over: Callable[[str], None] | None = None,
+        marks: MarkChoice | None = None,
     ) -> None:
         """``call_for_help(queue)``: wake one more worker of the queue (a publish on WorkerWakeUpTopic); used when
         several workers may run (CLAIM_LANES > 1) and this one's runner is full with claimable work left over.
@@ -135,6 +137,9 @@ class Worker:
         (else at the budget, when work is seen then): the watch ends first, the run claims on until the budget, and the
         next invocation starts as claiming stops, taking the run's running-limit slots as they free."""
         self._stopped = stopped
+        # How this execution environment's tasks ended lately: a lone watcher's claims leave the lease mark off while
+        # they end quickly (work/lease_marks.py); shared by its invocations (``Services.marks``).
+        self._marks = marks or MarkChoice()
         self._hand_over = hand_over
         self._horizon = WAIT_HORIZON_SECONDS if stopped is not None else float("inf")
         self._store = store
@@ -388,7 +393,10 @@ class Worker:
                         if admitted is False:
                             report.limited += 1
                             continue
-                        task = self._store.claim(candidate, self._owner, run_within=self._time.run_within())
+                        # A lone watcher's claim leaves the lease off the task's index entry (one index write
+                        # fewer), marked only if the task still runs a moment later (store/unmarked_leases.py).
+                        lone = watch.watching and control.alone and not fair.groups and self._marks.unmarked_pays
+                        task = self._store.claim(candidate, self._owner, run_within=self._time.run_within(), mark=not lone)
                     except TaskTooLong as exc:  # left PENDING for a fresh invocation, which has time for it
                         fair.lost(admitted)
                         self._too_long(candidate, exc, report)
@@ -603,6 +611,11 @@ class Worker:
         return max(0.05, self._settings.lease_seconds * (1 - 2 / 3) / 2)
 
     def _heartbeat(self, leases: Any, report: WorkerReport) -> None:
+        try:  # unmarked leases of tasks still running a moment after their claim: marked on their index entries
+            self._store.mark_leases(self._owner)
+        except TaskQueueError as exc:  # the next beat tries again; meanwhile only this store knows they run
+            if not self._refused_for_now(report, "marking leases", exc):
+                raise
         for lease in leases:
             if not lease.due():
                 continue
@@ -647,6 +660,8 @@ class Worker:
         def freed() -> None:
             if ran.done():
                 return
+            claimed_ms = lease.task.claimed_ms
+            self._marks.ran((self._clock.now_ms() - claimed_ms) / 1000 if claimed_ms is not None else 0.0)
             if lease.slot is not None:
                 self._slots.done(lease.slot)
             if lease.group_slot is not None:
