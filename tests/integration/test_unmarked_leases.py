@@ -182,3 +182,14 @@ def test_a_watcher_whose_tasks_lately_ran_on_claims_with_the_mark(store, clock):
     report = Worker(worker_store, lambda task: None, capacity=3, owner="w", clock=clock, marks=marks).run("work", 30)
     assert report.watched and report.succeeded == 2
     assert claims(client) and all(sets_lease_mark(kw) for kw in claims(client))
+
+
+def test_a_task_its_owner_releases_is_seen_again_by_another_worker_within_seconds(store, clock):
+    [task_id] = create(store, clock)
+    task = store.claim(store.candidates("work", 1)[0], "w", mark=False)
+    other, _ = other_store(store)
+    assert other.claim(other.candidates("work", 1)[0], "other") is None
+    assert store.release(task, "w", error="the legacy system is busy")  # a retry at its place, no backoff
+    assert other.candidates("work", 5) == []  # passed over a moment longer ...
+    clock.advance(2 * LEASE_MARK_AFTER_SECONDS)
+    assert [c.task_id for c in other.candidates("work", 5)] == [task_id]  # ... not for the whole lease it saw

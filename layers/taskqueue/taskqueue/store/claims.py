@@ -97,18 +97,20 @@ class WorkerTransitions(WorkFinding):
 
     def _refused_as_running(self, candidate: Candidate, item: Mapping[str, Any], now_ms: int) -> None:
         """A claim lost to a task that runs with no lease mark on its entry (another store's lone watcher claimed
-        it): pass it over until its lease ends, and mark it if its owner should have by now (it likely died before
-        its mark: marked, lease recovery finds it once the lease passes). A lapsed one is recovered at once."""
+        it): pass it over until its owner should have marked it, and mark it if that time has passed (it likely died
+        before its mark: marked, lease recovery finds it once the lease passes). A lapsed one is recovered at once."""
         task = from_item(item)
         if task.status is not TaskStatus.TAKEN or "notBefore" in item or task.lease_expires_ms is None:  # marked: known
             return
         if task.lease_expires_ms <= now_ms:
             self.recover_in_look(candidate, now_ms)
             return
-        self._unmarked.seen_running(task.task_id, task.lease_expires_ms)
         claimed_ms = task.claimed_ms if task.claimed_ms is not None else task.updated_ms
-        if claimed_ms + 2 * LEASE_MARK_AFTER_SECONDS * 1000 <= now_ms:
+        marked_by_ms = claimed_ms + int(2 * LEASE_MARK_AFTER_SECONDS * 1000)  # its owner, if alive, marked it by then
+        if marked_by_ms <= now_ms:
             self._mark_lease(task.task_id, task.lease_expires_ms, now_ms)
+        # Passed over until then only: a task its owner releases for a retry is claimable again at its place.
+        self._unmarked.seen_running(task.task_id, min(task.lease_expires_ms, max(marked_by_ms, now_ms + 1)))
 
     def mark_leases(self, owner: str, now_ms: int | None = None) -> int:
         """Mark on their index entries the leases of this store's unmarked tasks claimed LEASE_MARK_AFTER_SECONDS

@@ -8,8 +8,9 @@ with one write fewer (5 write units instead of 6). Until marked, the entry looks
 
 - this store passes over its own unmarked tasks (``held``), as it passes over marked leases;
 - another store that tries to claim one loses the claim's condition (the task is TAKEN) and reads the item the
-  refused write returns: it passes the task over until its lease ends (``seen_running``), and marks it itself when
-  its owner should have marked it by then (a watcher that died before its mark), so that lease recovery finds it.
+  refused write returns: it passes the task over until its owner should have marked it (``seen_running``; not for
+  the whole lease: a task released for a retry is claimable again), and marks it itself once that time has passed
+  (a watcher that died before its mark), so that lease recovery finds it.
 
 One registry per store (one Lambda container's), guarded by a lock: outcomes are written from runner threads.
 """
