@@ -193,3 +193,18 @@ def test_a_task_its_owner_releases_is_seen_again_by_another_worker_within_second
     assert other.candidates("work", 5) == []  # passed over a moment longer ...
     clock.advance(2 * LEASE_MARK_AFTER_SECONDS)
     assert [c.task_id for c in other.candidates("work", 5)] == [task_id]  # ... not for the whole lease it saw
+
+
+def test_an_unmarked_task_whose_outcome_was_never_written_is_recovered_by_its_own_store_once_its_lease_lapses(
+    store, clock, settings
+):
+    # Its outcome refused past every retry: the store that claimed it must not pass it over for as long as it lives.
+    [task_id] = create(store, clock)
+    store.claim(store.candidates("work", 1)[0], "w", mark=False)
+    assert store.candidates("work", 1) == []
+    clock.advance(settings.lease_seconds + 1)
+    [candidate] = store.candidates("work", 1)
+    assert candidate.task_id == task_id
+    assert store.claim(candidate, "w") is None  # refused (TAKEN, lapsed): recovered to PENDING
+    task = store.claim(store.candidates("work", 1)[0], "w")
+    assert task is not None and task.attempts == 2

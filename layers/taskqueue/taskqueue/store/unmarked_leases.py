@@ -54,10 +54,14 @@ class UnmarkedLeases:
             self._others[task_id] = expires_ms
 
     def held(self, now_ms: int) -> frozenset[str]:
-        """Ids a look passes over as running: this store's own unmarked tasks, and others' until their lease ends."""
+        """Ids a look passes over as running: this store's own unmarked tasks while their lease holds (one whose outcome
+        was never written, refused past every retry, is forgotten once it lapses: then it is recovered like any other),
+        and others' for as long as ``seen_running`` said."""
         with self._lock:
             if self._others:
                 self._others = {k: v for k, v in self._others.items() if v > now_ms}
+            if any(expires <= now_ms for expires, _ in self._own.values()):
+                self._own = {k: v for k, v in self._own.items() if v[0] > now_ms}
             if not self._own and not self._others:
                 return frozenset()
             return frozenset(self._own) | frozenset(self._others)
