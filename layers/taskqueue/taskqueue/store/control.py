@@ -151,7 +151,7 @@ class QueueControls(QueueTable):
         self, queue: str, owner: str, wanted: int, rng: random.Random | None = None, *, watcher: bool = False
     ) -> list[Token]:
         """Up to ``wanted`` free slots of ``queue``'s running limit, each leased to ``owner`` for SLOT_LEASE_SECONDS
-        (renewed by its worker every SLOT_RENEW_SECONDS, ``renew_token``). Fewer than ``wanted`` (or none) when the
+        (renewed by its worker every SLOT_RENEW_SECONDS, ``relet_slot``). Fewer than ``wanted`` (or none) when the
         limit is reached. Raises if the queue has no limit.
 
         ``watcher``: ``owner`` watches the queue now. Its slots are leased for WATCHER_SLOT_LEASE_SECONDS, and it may
