@@ -164,6 +164,7 @@ def cmd_create(t: Target, args: argparse.Namespace, say: Printer) -> int:
 # What the wake-up handshake did after `taskq create`, a redrive or a resume (taskqueue.wakeups.producer), in words.
 WAKE_UP_TEXT = {
     "woken": "the queue's worker was woken",
+    "stream": "the table's stream hands the new tasks to the queue's worker",
     "watched": "a worker watches the queue and takes the new tasks",
     "in-flight": "a wake-up sent a moment ago is on its way",
     "paused": "the queue is paused: `taskq resume` wakes it",

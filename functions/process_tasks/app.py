@@ -1,7 +1,9 @@
 """ProcessTasks: the worker of queue "work". Claims the newest claimable tasks while the runner has a
 free slot, for up to the time budget, then tail-calls through TriggerTopic if claimable work remains.
 
-Events: an SNS wake-up from WorkerWakeUpTopic (attribute queue=work) or {"queue": "work"}. It serves only the
+Events: an SNS wake-up from WorkerWakeUpTopic (attribute queue=work) or {"queue": "work"}; or a batch of the queue
+table's stream (the TaskStream event: new ready tasks of the queues in STREAM_START_QUEUES), a *stream start*
+(taskqueue.work.stream_start): it claims the tasks the batch names unless a watcher has them. It serves only the
 queues in WORKER_QUEUES (the template sets "work"): a wake-up for another queue — "calls" belongs to the Matcher —
 is refused, before any claim, with an error naming the queues it serves; so is an event that is no wake-up.
 
@@ -26,7 +28,9 @@ from taskqueue.core import run_time
 from taskqueue.core.correlation import log_under, of_event
 from taskqueue.services import Services
 from taskqueue.wakeups.notify import queue_of_wakeup
+from taskqueue.work import stream_start
 from taskqueue.work.runner import TaskRunner, apply_runner_environment, build_runner
+from taskqueue.work.stream_start import StreamStart
 from taskqueue.work.worker import Worker, WorkerReport
 
 logger = Logger()
@@ -68,6 +72,9 @@ _load_at_init()
 def handle(
     event: Any, remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner | None
 ) -> WorkerReport:
+    if svc.settings.stream_start_queues and _is_stream_batch(event):
+        reports = handle_stream(event, remaining_seconds, owner, svc, task_runner)
+        return reports[0] if len(reports) == 1 else _batch_report(reports)
     queue = queue_of_wakeup(event)
     svc.settings.check_served(queue)
     correlation = of_event(event, owner)  # the chain this wake-up belongs to: logged, and passed on by a tail call
@@ -95,6 +102,51 @@ def handle(
     emit_metrics(report)
     logger.info("worker finished", extra={k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
     return report
+
+
+def _is_stream_batch(event: Any) -> bool:
+    return isinstance(event, dict) and isinstance(event.get("Records"), list) and bool(event["Records"]) and all(
+        isinstance(r, dict) and r.get("eventSource") == "aws:dynamodb" for r in event["Records"])
+
+
+def handle_stream(
+    event: dict[str, Any], remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner | None
+) -> list[WorkerReport]:
+    """A stream start: per queue the batch names tasks of, claim them here unless a watcher has them (or run the
+    regular worker, on a busy queue). A batch that names none (filtered otherwise) ends at once."""
+    reports = []
+    for queue, named in stream_start.named_tasks(event["Records"], svc.settings).items():
+        if queue not in svc.settings.served_queues:
+            continue
+        if task_runner is None:
+            reports.append(no_runner(queue))
+            continue
+
+        def claim_here(record: Any, queue: str = queue, named: list[Any] = named) -> tuple[WorkerReport, bool]:
+            starter = StreamStart(svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner,
+                                  clock=svc.clock, stopped=svc.wakeups.ensure if svc.wakeups is not None else None,
+                                  marks=svc.marks)
+            return starter.run_named(queue, named, record, remaining_seconds)
+
+        report = stream_start.start(
+            queue, named, read_record=svc.store.read_wake_record, history=svc.arrivals, clock=svc.clock,
+            claim_here=claim_here,
+            run_worker=lambda queue=queue: handle({"queue": queue}, remaining_seconds, owner, svc, task_runner),
+        )
+        if report.stopped_by == stream_start.NAMED:
+            emit_metrics(report)
+        logger.info("stream start", extra={"queue": queue, "named": len(named)} | {
+            k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
+        reports.append(report)
+    return reports or [WorkerReport(queue="", stopped_by="nothing-named")]
+
+
+def _batch_report(reports: list[WorkerReport]) -> WorkerReport:
+    """The handler's answer for a batch of several queues: the first, with every queue's claims summed."""
+    first = reports[0]
+    first.claimed = sum(r.claimed for r in reports)
+    first.succeeded = sum(r.succeeded for r in reports)
+    return first
 
 
 def no_runner(queue: str) -> WorkerReport:

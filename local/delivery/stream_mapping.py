@@ -1,5 +1,5 @@
 """A DynamoDB event source mapping: FilterCriteria, batching, ReportBatchItemFailures, bisection, retries
-and the OnFailure destination, one batch at a time per mapping."""
+and the OnFailure destination, ParallelizationFactor batches at a time per mapping (one shard)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from local.template.template import ACCOUNT, REGION
 class StreamMapping:
     """One DynamoDB event source mapping: FilterCriteria, BatchSize, MaximumBatchingWindowInSeconds,
     ReportBatchItemFailures, BisectBatchOnFunctionError, MaximumRetryAttempts, OnFailure destination.
-    Batches go to the function one at a time (one shard, ParallelizationFactor 1), synchronously."""
+    Batches go to the function synchronously, up to ParallelizationFactor (default 1) at once from the one shard, each
+    batch the next records in order. (Lambda also keeps the records of one item key in order across concurrent
+    batches; a mapping here passes each item's INSERT or REMOVE only, one record per key.)"""
 
     def __init__(self, function: str, pool: FunctionPool, props: dict[str, Any], time_scale: float,
                  send_failure: Callable[[str, dict[str, Any]], None], on_invoked: Invoked | None = None) -> None:
@@ -35,6 +37,7 @@ class StreamMapping:
         self.max_retries = int(props.get("MaximumRetryAttempts", -1))
         self.on_failure = ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
         self.enabled = props.get("Enabled", True) not in (False, "false", "False")
+        self.parallel = max(1, min(10, int(props.get("ParallelizationFactor", 1))))
         self.send_failure = send_failure
         self.on_invoked = on_invoked
         self.scale = time_scale
@@ -45,8 +48,10 @@ class StreamMapping:
         self._in_flight = 0
         self.stats = {"records_in": 0, "filtered_out": 0, "batches": 0, "records_delivered": 0, "retries": 0,
                       "throttled": 0, "to_destination": 0, "partial_failures": 0}
-        self._thread = threading.Thread(target=self._loop, name=f"esm-{function}", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, name=f"esm-{function}-{n}", daemon=True)
+                         for n in range(self.parallel)]
+        for thread in self._threads:
+            thread.start()
 
     def consume(self, records: list[dict[str, Any]]) -> None:
         if not self.enabled:
@@ -59,7 +64,7 @@ class StreamMapping:
                 if not self._buffer:
                     self._first_at = time.monotonic()
                 self._buffer.extend(kept)
-                self._cond.notify()
+                self._cond.notify_all()
 
     def pending(self) -> int:
         with self._cond:
@@ -83,12 +88,18 @@ class StreamMapping:
                     return
                 batch, self._buffer = self._buffer[: self.batch_size], self._buffer[self.batch_size:]
                 self._first_at = time.monotonic() if self._buffer else None
-                self._in_flight = len(batch)
+                self._in_flight += len(batch)
+                if self._buffer:
+                    self._cond.notify()  # the next batch, for a delivery thread that is free
             try:
                 self._deliver(batch)
             finally:
                 with self._cond:
-                    self._in_flight = 0
+                    self._in_flight -= len(batch)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._cond:  # batches are delivered from several threads (ParallelizationFactor)
+            self.stats[name] += n
 
     def _deliver(self, batch: list[dict[str, Any]]) -> None:
         work = [(batch, 0)]
@@ -96,25 +107,25 @@ class StreamMapping:
             records, retries = work.pop(0)
             inv = self.pool.try_invoke({"Records": records})
             if inv.throttled:
-                self.stats["throttled"] += 1
+                self._count("throttled", 1)
                 time.sleep(0.2)
                 work.insert(0, (records, retries))
                 continue
-            self.stats["batches"] += 1
+            self._count("batches", 1)
             if self.on_invoked:
                 self.on_invoked(self.function, "dynamodb", {"Records": records}, inv)
             failed_from = self._failed_from(records, inv)
             if failed_from is None:
-                self.stats["records_delivered"] += len(records)
+                self._count("records_delivered", len(records))
                 continue
             if inv.ok:
-                self.stats["partial_failures"] += 1
-                self.stats["records_delivered"] += failed_from
+                self._count("partial_failures", 1)
+                self._count("records_delivered", failed_from)
                 records = records[failed_from:]
             if self.max_retries >= 0 and retries >= self.max_retries:
                 self._to_destination(records, inv)
                 continue
-            self.stats["retries"] += 1
+            self._count("retries", 1)
             time.sleep(min(2.0, 0.2 * 2 ** retries))
             if not inv.ok and self.bisect and len(records) > 1:
                 half = len(records) // 2
@@ -141,7 +152,7 @@ class StreamMapping:
         return min(indexes)
 
     def _to_destination(self, records: list[dict[str, Any]], inv: Invocation) -> None:
-        self.stats["to_destination"] += 1
+        self._count("to_destination", 1)
         if not self.on_failure:
             return
         first, last = records[0], records[-1]

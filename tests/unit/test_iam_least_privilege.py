@@ -124,8 +124,11 @@ BROADER_GRANTS: dict[str, dict[str, str]] = {
               "the GetSampling* actions are unused in Lambda, which makes the sampling decision" for a in _XRAY},
     },
     "ProcessTasksFunction": {
-        a: "AWSLambdaVPCAccessExecutionRole (SAM adds it because ProcessTasks declares a VpcConfig, which is empty "
-           "unless RunnerSubnetIds is set): Lambda creates the function's network interfaces with it" for a in _VPC_ENI
+        **{a: "AWSLambdaVPCAccessExecutionRole (SAM adds it because ProcessTasks declares a VpcConfig, which is empty "
+              "unless RunnerSubnetIds is set): Lambda creates the function's network interfaces with it" for a in _VPC_ENI},
+        **{a: "AWSLambdaDynamoDBExecutionRole (SAM adds it for the TaskStream event source, stream starts): the stream "
+              "poller reads the queue table's stream with the function's role, but the policy allows reading every "
+              "stream" for a in _STREAM_READ},
     },
     "TriggerFunction": {
         a: "AWSLambdaDynamoDBExecutionRole (SAM adds it for a DynamoDB event source): the stream poller reads the "
@@ -461,6 +464,10 @@ def run_create_tasks(world: World) -> None:
     # A caller's system with its own ids (idempotent), twice.
     assert world.invoke(app, load_event("create_tasks-urgent.json"), request_id="direct-1")["created"] == 1
     assert world.invoke(app, load_event("create_tasks-urgent.json"), request_id="direct-2")["alreadyExisted"] == 1
+    # A call (queue "calls" is not stream-started) and a delayed task: the wake-up handshake (a read of the queue's
+    # record, its touch, the wake-up's claim and publish); ready tasks of "work" need none (the stream starts its worker).
+    assert world.invoke(app, load_event("create_tasks-call.json"), request_id="call-1")["wakeup"] == "woken"
+    assert world.invoke(app, {"queue": "work", "delaySeconds": 60}, request_id="delayed-1")["wakeup"] != "stream"
     # Refused input.
     world.invoke(app, {"queue": "nope"}, expect=InvalidTaskInput)
 

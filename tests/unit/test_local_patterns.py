@@ -24,15 +24,33 @@ def removal(status: str | None, identity: dict | None = TTL_IDENTITY) -> dict:
     return record
 
 
-def template_filters() -> list[str]:
-    """The queue stream's FilterCriteria, read from template.yaml."""
-    stream = template()["Resources"]["TriggerFunction"]["Properties"]["Events"]["QueueStream"]["Properties"]
-    return [f["Pattern"] for f in stream["FilterCriteria"]["Filters"]]
+def template_filters(reserved: bool = False, function: str = "TriggerFunction", event: str = "QueueStream") -> list[str]:
+    """An event source's FilterCriteria, read from template.yaml, its ``Fn::If`` on HasProcessTasksConcurrency resolved
+    (``reserved``: ProcessTasks has a reserved concurrency, so no stream starts)."""
+    stream = template()["Resources"][function]["Properties"]["Events"][event]["Properties"]
+    return [_resolved(f["Pattern"], reserved) for f in stream["FilterCriteria"]["Filters"]]
 
 
-def test_the_templates_filters_pass_inserts_and_ttl_removes_of_pending_tasks_only():
-    filters = template_filters()
-    assert matches_any(filters, INSERT)
+def _resolved(pattern: str | dict, reserved: bool) -> str:
+    if isinstance(pattern, dict):
+        condition, if_reserved, otherwise = pattern["Fn::If"]
+        assert condition == "HasProcessTasksConcurrency"
+        return if_reserved if reserved else otherwise
+    return pattern
+
+
+CALL_INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"queue": {"S": "calls"}, "taskStatus": {"S": "PENDING"}}}}
+
+
+@pytest.mark.parametrize("reserved", [False, True])
+def test_the_templates_filters_pass_inserts_and_ttl_removes_of_pending_tasks_only(reserved):
+    filters = template_filters(reserved)
+    assert matches_any(filters, CALL_INSERT)
+    # A new task of queue "work" goes to ProcessTasks' TaskStream (a stream start) unless ProcessTasks has a reserved
+    # concurrency, which turns stream starts off: then Trigger's backstop sees it, as before issue 29.
+    assert matches_any(filters, INSERT) == reserved
+    assert matches_any(template_filters(reserved, "ProcessTasksFunction", "TaskStream"), INSERT)
+    assert not matches_any(template_filters(reserved, "ProcessTasksFunction", "TaskStream"), CALL_INSERT)
     assert not matches_any(filters, CONTROL_INSERT)  # Trigger never sees the queue's control items
     assert matches_any(filters, removal("PENDING"))  # shed: counted
     for status in ("SUCCESS", "FAILURE", "CANCELLED", None):  # retention cleanup: nothing for Trigger to do

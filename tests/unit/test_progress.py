@@ -51,11 +51,11 @@ def test_a_progress_write_never_passes_triggers_stream_filter():
     """The MODIFY a progress write makes (a TAKEN task with progress) wakes nothing: Trigger's stream filter passes
     INSERTs of PENDING tasks and TTL deletions of PENDING tasks only."""
     from local.template.filter_patterns import matches_any
-    from tests.support import template
+    from tests.unit.test_local_patterns import template_filters
 
-    filters = [f["Pattern"] for f in
-               template()["Resources"]["TriggerFunction"]["Properties"]["Events"]["QueueStream"]["Properties"]["FilterCriteria"]["Filters"]]
-    image = {"taskId": {"S": "t"}, "taskStatus": {"S": "TAKEN"}, "progress": {"N": "40"}, "progressMessage": {"S": "2 of 5"}}
+    filters = template_filters()  # a task of queue "calls" (the Trigger's; queue "work" is stream-started)
+    image = {"taskId": {"S": "t"}, "queue": {"S": "calls"}, "taskStatus": {"S": "TAKEN"}, "progress": {"N": "40"},
+             "progressMessage": {"S": "2 of 5"}}
     record = {"eventName": "MODIFY", "dynamodb": {"NewImage": image, "OldImage": {**image, "progress": {"N": "20"}}}}
     assert not matches_any(filters, record)
     assert matches_any(filters, {"eventName": "INSERT", "dynamodb": {"NewImage": {**image, "taskStatus": {"S": "PENDING"}}}})

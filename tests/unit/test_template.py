@@ -52,6 +52,8 @@ def placeholder(value) -> str:
     names the resource, a literal stays."""
     if isinstance(value, dict) and value.get("Ref") in TPL["Parameters"]:
         return str(TPL["Parameters"][value["Ref"]]["Default"])
+    if isinstance(value, dict) and "Fn::If" in value and value["Fn::If"][0] == "HasProcessTasksConcurrency":
+        return placeholder(value["Fn::If"][2])  # the default: no reserved concurrency
     refs = refs_in(value)
     return "resolved-" + "-".join(sorted(refs)) if refs else str(value)
 

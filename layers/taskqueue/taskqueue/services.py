@@ -22,6 +22,7 @@ from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
 from taskqueue.wakeups.notify import Notifier
 from taskqueue.wakeups.producer import ProducerHandshake
 from taskqueue.work.lease_marks import MarkChoice
+from taskqueue.work.stream_start import ArrivalHistory
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class Services:
     wakeups: DelayedWakeups | None = None
     # How this execution environment's tasks ended lately (its workers' lease marks, taskqueue.work.lease_marks).
     marks: MarkChoice = field(default_factory=MarkChoice)
+    # How many new tasks the stream handed this execution environment lately (stream starts, taskqueue.work.stream_start).
+    arrivals: ArrivalHistory = field(default_factory=ArrivalHistory)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Services:

@@ -13,7 +13,7 @@ from typing import Any
 from taskqueue.core.correlation import Correlation
 from taskqueue.core.model import CreateRequest, new_tasks
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.producer import ProducerHandshake, WakeUp
+from taskqueue.wakeups.producer import STREAM, ProducerHandshake, WakeUp
 
 # The answer's ``wakeup`` when no handshake was asked for (no handshake given).
 NOT_ASKED = "not-asked"
@@ -58,7 +58,8 @@ def create_tasks(
     """Write a request's PENDING tasks. Caller-chosen ids (``taskIds``) are written only if absent; ids derived
     from ``request_id`` skip those a previous attempt of the same request wrote; random ids are simply written.
     Then, with a ``handshake``, wake the queue's worker unless one watches it (also when nothing new was written: a
-    retried request may be retried because its wake-up was lost)."""
+    retried request may be retried because its wake-up was lost); not for ready tasks of a stream-started queue, whose
+    stream record is their wake-up (``stream``: taskqueue.work.stream_start)."""
     tasks = new_tasks(request, now_ms, store.settings, request_id)
     if request.task_ids:
         result = store.put_tasks(tasks, idempotent=True)
@@ -67,7 +68,9 @@ def create_tasks(
     else:
         result = store.put_tasks(tasks)
     wakeup = WakeUp(NOT_ASKED)
-    if handshake is not None:
+    if handshake is not None and store.settings.stream_started(request.queue) and not request.delay_seconds:
+        wakeup = WakeUp(STREAM)  # the table's stream hands the new tasks to the queue's worker (a stream start)
+    elif handshake is not None:
         wakeup = handshake.after_write(request.queue, Correlation(request_id, tasks[0].task_id))
     return CreateSummary(
         queue=request.queue,

@@ -104,6 +104,9 @@ class Settings:
     worker_linger_seconds: float = 0.0
     # WORKER_QUEUES: the queues this function's worker serves (a subset of QUEUE_ORDERS); empty means every one.
     worker_queues: tuple[str, ...] = ()
+    # STREAM_START_QUEUES: queues whose new ready tasks the table's stream hands to their worker itself (ProcessTasks'
+    # TaskStream event; taskqueue.work.stream_start): their producers skip the wake-up handshake. Empty: none.
+    stream_start_queues: tuple[str, ...] = ()
     # WORKER_TIMEOUT_SECONDS: the Timeout of the function that runs the tasks (ProcessTasks; the template's
     # ProcessTasksTimeout). CreateTasks refuses a task that declares a longer run than it leaves
     # (taskqueue.core.run_time); None (unset): only Lambda's own limit of 900 s applies.
@@ -118,6 +121,9 @@ class Settings:
         problem = worker_queues_problem(self.worker_queues, self.queue_orders)
         if problem:
             raise ConfigError(f"WORKER_QUEUES={','.join(map(str, self.worker_queues))!r} is not valid: {problem}")
+        problem = worker_queues_problem(self.stream_start_queues, self.queue_orders)
+        if problem:
+            raise ConfigError(f"STREAM_START_QUEUES={','.join(map(str, self.stream_start_queues))!r} is not valid: {problem}")
         if self.worker_timeout_seconds is not None and self.default_run_seconds > self.longest_run_seconds:
             raise ConfigError(
                 f"DEFAULT_RUN_SECONDS={self.default_run_seconds} is longer than a worker whose Timeout is "
@@ -163,6 +169,8 @@ class Settings:
             fake_runner_failure_rate=read_float(env, "FAKE_RUNNER_FAILURE_RATE", "0"),
             worker_linger_seconds=read_float(env, "WORKER_LINGER_SECONDS", "0"),
             worker_queues=read_variable(env, "WORKER_QUEUES", "", lambda raw: parse_worker_queues(raw, queue_orders)),
+            stream_start_queues=read_variable(
+                env, "STREAM_START_QUEUES", "", lambda raw: parse_worker_queues(raw, queue_orders)),
             worker_timeout_seconds=worker_timeout,
             default_run_seconds=read_int(env, "DEFAULT_RUN_SECONDS", "60"),
             runner_environment=read_variable(env, "RUNNER_ENVIRONMENT", "{}", parse_runner_environment),
@@ -178,6 +186,10 @@ class Settings:
     def served_queues(self) -> tuple[str, ...]:
         """The queues this function's worker serves: WORKER_QUEUES, or every configured queue when it is unset."""
         return self.worker_queues or tuple(self.queue_orders)
+
+    def stream_started(self, queue: str) -> bool:
+        """Does the table's stream start ``queue``'s worker for each new ready task (no producer handshake needed)?"""
+        return queue in self.stream_start_queues
 
     def check_served(self, queue: str) -> Order:
         """Refuse, before any claim, a wake-up for a queue this worker does not serve; the queue's order otherwise."""

@@ -148,7 +148,8 @@ class QueueControls(QueueTable):
         return self._settings.running_limit_of(queue)
 
     def acquire_slots(
-        self, queue: str, owner: str, wanted: int, rng: random.Random | None = None, *, watcher: bool = False
+        self, queue: str, owner: str, wanted: int, rng: random.Random | None = None, *, watcher: bool = False,
+        guess: bool = False,
     ) -> list[Token]:
         """Up to ``wanted`` free slots of ``queue``'s running limit, each leased to ``owner`` for SLOT_LEASE_SECONDS
         (renewed by its worker every SLOT_RENEW_SECONDS, ``relet_slot``). Fewer than ``wanted`` (or none) when the
@@ -156,12 +157,27 @@ class QueueControls(QueueTable):
 
         ``watcher``: ``owner`` watches the queue now. Its slots are leased for WATCHER_SLOT_LEASE_SECONDS, and it may
         take a slot another owner holds on a watcher's lease: that owner's watch has ended without the shortening that
-        comes first, so it lapsed."""
+        comes first, so it lapsed.
+
+        ``guess`` (a stream start, which mostly finds every slot free): try ``wanted`` slots picked at random before
+        reading any (a write each); the slots are read only for what the guesses did not get."""
         limit = self.running_limit(queue)
         if limit is None:
             raise InvalidTaskInput(f"queue {queue!r} has no running limit (RUNNING_LIMIT): there are no slots to take")
         expires = self._clock.now_ms() + int(slot_lease_seconds(watcher) * 1000)
-        return self._take_tokens(SLOT, queue, limit, owner, wanted, expires, rng or random.Random(), watcher=watcher)
+        rng = rng or random.Random()
+        guessed: list[Token] = []
+        if guess:
+            now_ms = self._clock.now_ms()
+            for index in rng.sample(range(limit), min(wanted, limit)):
+                token = Token(SLOT, queue, index, owner, expires, watched=watcher)
+                if self._take_lease(token, now_ms, reclaim=watcher):
+                    guessed.append(token)
+            if len(guessed) == wanted:
+                return guessed
+        taken = self._take_tokens(SLOT, queue, limit, owner, wanted - len(guessed), expires, rng, watcher=watcher,
+                                  held=frozenset(token.index for token in guessed))
+        return guessed + taken
 
     def relet_slot(self, slot: Token, *, watched: bool, now_ms: int | None = None) -> Token | None:
         """A held slot leased anew from now: for WATCHER_SLOT_LEASE_SECONDS if ``watched`` (its owner watches the
@@ -283,7 +299,7 @@ class QueueControls(QueueTable):
 
     def _take_tokens(
         self, kind: str, queue: str, count: int, owner: str, wanted: int, expires_ms: int, rng: random.Random,
-        *, watcher: bool = False,
+        *, watcher: bool = False, held: frozenset[int] = frozenset(),
     ) -> list[Token]:
         """Reads every token of a kind (one BatchGetItem), then takes free ones (never taken, freed, or past
         their lease; for a ``watcher``, also a lapsed watcher's: ``acquire_slots``) in random order, which spreads
@@ -294,7 +310,7 @@ class QueueControls(QueueTable):
         now_ms = self._clock.now_ms()
 
         def free_of(holders: dict[int, tuple[int, str | None]]) -> list[int]:
-            return [index for index in range(count) if holders.get(index, (0, None))[0] <= now_ms
+            return [index for index in range(count) if index not in held and holders.get(index, (0, None))[0] <= now_ms
                     or (watcher and holders[index][1] not in (None, owner))]
 
         # Eventually consistent first (half the read units): a slot shown free that is not costs one failed write;

@@ -6,7 +6,8 @@
   if no worker watches it and no wake-up is in flight, without touching ``seq`` (they are not new work).
 
 Both answer a ``WakeUp``: the outcome as a ``str`` (the value CreateTasks answers as ``wakeup``: ``woken``,
-``watched``, ``in-flight``, ``paused``, ``failed``, ``nothing-waiting``) and, when it ``failed``, its ``cause``
+``watched``, ``in-flight``, ``paused``, ``failed``, ``nothing-waiting``; ``stream`` where no handshake was needed: the
+tasks' stream records start the worker, taskqueue.work.stream_start) and, when it ``failed``, its ``cause``
 (``no-topic``, ``access-denied``, ``not-found``, ``error``) and ``problem`` (what was refused, what to do). One
 name per outcome across the handlers' answers and logs, ``taskq create`` and the producer client.
 
@@ -50,6 +51,7 @@ LAPSE_MARGIN_SECONDS = 0.1
 WOKEN = "woken"
 FAILED = "failed"  # the wake-up could not be published: the backstops wake the queue
 NOTHING_WAITING = "nothing-waiting"
+STREAM = "stream"  # ready tasks of a stream-started queue: the table's stream hands them to its worker
 # Why a wake-up failed (``WakeUp.cause``).
 NO_TOPIC = "no-topic"  # no topic to publish on is known (WORKER_WAKE_UP_TOPIC_ARN and TRIGGER_TOPIC_ARN unset)
 ACCESS_DENIED = "access-denied"  # the caller's credentials lack a permission (sns:Publish, dynamodb:UpdateItem, KMS)

@@ -57,14 +57,14 @@ class ClaimControl(RecordView, ClaimLanes):
 
     # ---- the queue-wide running limit -------------------------------------------------------------
 
-    def take_slots(self, wanted: int, *, watcher: bool = False) -> list[Token] | None:
+    def take_slots(self, wanted: int, *, watcher: bool = False, guess: bool = False) -> list[Token] | None:
         """Slots of the queue's running limit for up to ``wanted`` claims (none: every slot is held); ``None``
         when the queue has no limit. A refused slot read or write raises: the caller pauses and looks again (a
         refusal is not the limit, so it must not end the run as the limit does). ``watcher``: this run watches the
-        queue (``store/control.py``: the watcher's long lease)."""
+        queue (``store/control.py``: the watcher's long lease); ``guess``: try slots before reading them (a stream start)."""
         if self._store.running_limit(self._queue) is None:
             return None
-        return self._store.acquire_slots(self._queue, self._owner, wanted, self._rng, watcher=watcher)
+        return self._store.acquire_slots(self._queue, self._owner, wanted, self._rng, watcher=watcher, guess=guess)
 
     def free_slot(self, slot: Token) -> bool:
         """Give a slot back; ``False`` if that failed (it lapses with its lease: the limit is one lower till then)."""

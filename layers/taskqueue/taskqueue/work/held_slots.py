@@ -37,9 +37,11 @@ class HeldSlots:
 
     def __init__(
         self, store: TaskStore, control: ClaimControl, on_error: Callable[[], None], clock: Clock,
-        watching: Callable[[], bool] = lambda: False,
+        watching: Callable[[], bool] = lambda: False, *, guess: bool = False,
     ) -> None:
-        """``watching()``: does the run watch its queue now (its slots then take the watcher's long lease)?"""
+        """``watching()``: does the run watch its queue now (its slots then take the watcher's long lease)? ``guess``:
+        take slots by trying them before reading them (a stream start, which mostly finds every slot free)."""
+        self._guess = guess
         self._store = store
         self._control = control
         self._on_error = on_error
@@ -80,7 +82,7 @@ class HeldSlots:
                     got.append(token)
         if len(got) < wanted:
             try:
-                taken = self._control.take_slots(wanted - len(got), watcher=self._watching()) or []
+                taken = self._control.take_slots(wanted - len(got), watcher=self._watching(), guess=self._guess) or []
             except TaskQueueError:
                 self.keep(got)
                 raise
