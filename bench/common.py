@@ -70,14 +70,20 @@ class VirtualClock:
     ``at(t, fn)`` schedules a callback (e.g. a task's arrival) at virtual time ``t``; every sleep runs the
     callbacks that fall due before it returns, in time order, with the clock set to their time. So a seed
     worker that sleeps 200 ms between two claims sees the tasks that arrived meanwhile, as it would on AWS.
+
+    ``nested``: a callback's own sleeps run the callbacks due meanwhile too (in the same thread): a replayed invocation
+    started by a callback (a stream start) sees the arrivals, and the other invocations, that fall inside its run.
+    Without it a callback's sleeps only move the clock (arrivals are quick; nothing else was a callback).
     """
 
-    def __init__(self, start_ms: int = 1_800_000_000_000) -> None:
+    def __init__(self, start_ms: int = 1_800_000_000_000, *, nested: bool = False) -> None:
         self._now_ms = float(start_ms)
         self._start_ms = start_ms
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
-        self._running = False
+        self._nested = nested
+        self._depth = 0
+        self._owner: int | None = None  # the thread running callbacks
 
     def now_ms(self) -> int:
         return int(self._now_ms)
@@ -106,14 +112,19 @@ class VirtualClock:
 
     def advance_to(self, seconds: float) -> None:
         """Run every callback due up to ``seconds`` (each at its own time), then set the clock there."""
-        while self._events and self._events[0][0] <= seconds and not self._running:
+        while self._events and self._events[0][0] <= seconds:
+            if self._depth and not (self._nested and self._owner == threading.get_ident()):
+                break
             due, _, callback = heapq.heappop(self._events)
             self._now_ms = max(self._now_ms, self._start_ms + due * 1000.0)
-            self._running = True
+            self._depth += 1
+            self._owner = threading.get_ident()
             try:
                 callback()
             finally:
-                self._running = False
+                self._depth -= 1
+                if not self._depth:
+                    self._owner = None
         self._now_ms = max(self._now_ms, self._start_ms + seconds * 1000.0)
 
     def pending_events(self) -> int:
@@ -174,6 +185,12 @@ class TemplateValues:
     trigger_memory_mb: int
     insert_only_filter: bool
     worker_linger_seconds: float
+    # Issue 29: the table's stream invokes ProcessTasks itself (an event of Type DynamoDB on ProcessTasksFunction,
+    # ``TaskStream``): a stream start per batch, and producers skip the wake-up handshake.
+    stream_starts: bool = False
+    stream_start_batch_size: int = 100
+    stream_start_parallel: int = 1  # TaskStream's ParallelizationFactor
+    stream_start_max_record_age_seconds: float | None = None  # records older are skipped (None: kept until read)
 
 
 def template_values() -> TemplateValues:
@@ -191,6 +208,11 @@ def template_values() -> TemplateValues:
     stream = trigger.events["QueueStream"]["Properties"]
     patterns = [f["Pattern"] for f in stream.get("FilterCriteria", {}).get("Filters", [])]
     insert_only = bool(patterns) and all('"INSERT"' in pat or '"REMOVE"' in pat for pat in patterns)
+    # Stream starts: an enabled DynamoDB event of ProcessTasks (TaskStream; off with a reserved concurrency).
+    task_streams = [e["Properties"] for e in worker.events.values() if e.get("Type") == "DynamoDB"]
+    task_streams = [props for props in task_streams if str(props.get("Enabled", True)).lower() != "false"]
+    task_stream = task_streams[0] if task_streams else {}
+    max_record_age = int(task_stream.get("MaximumRecordAgeInSeconds", -1))  # -1: records never skipped for age
     return TemplateValues(
         trigger_batch_size=int(stream["BatchSize"]),
         trigger_window_seconds=float(stream["MaximumBatchingWindowInSeconds"]),
@@ -207,6 +229,10 @@ def template_values() -> TemplateValues:
         trigger_memory_mb=trigger.memory,
         insert_only_filter=insert_only,
         worker_linger_seconds=float(p["WorkerLingerSeconds"]),
+        stream_starts=bool(task_streams),
+        stream_start_batch_size=int(task_stream.get("BatchSize", 100)),
+        stream_start_parallel=int(task_stream.get("ParallelizationFactor", 1)),
+        stream_start_max_record_age_seconds=float(max_record_age) if max_record_age >= 0 else None,
     )
 
 

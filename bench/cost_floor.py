@@ -8,8 +8,8 @@ invocation starts for it. So every design pays, per task, at least the cheaper o
 - **an invocation for it**: a Lambda request ($0.20 per million) and the least run that claims a task (a few
   conditional requests, ``LEAST_RUN_SECONDS`` at Lambda's least memory). The cheapest way to start one is the table's
   stream with no batching window (stream reads by Lambda are free; no SNS publish, no producer write): the
-  ``stream`` design below. At ``rate`` tasks/s the poller reads a shard 4 times a second, so batches hold about
-  ``rate / 4`` tasks: one invocation per ``max(1, rate / 4)`` tasks.
+  ``stream`` design below. At ``rate`` tasks/s (Poisson) the poller reads a shard 4 times a second and a poll that
+  finds records makes one batch: ``(1 - exp(-rate / 4)) / (rate / 4)`` invocations per task (``batches_per_task``).
 - **a worker kept running**: Poisson arrivals see the worker as it is on average (PASTA), so to serve 95 % of tasks
   without a start it must run 95 % of the time: ``0.95 / rate`` seconds per task.
 
@@ -26,13 +26,14 @@ store/unmarked_leases.py). Reads, storage and the backstops are left out (genero
 Two floors are printed for each target:
 
 - **any design** (the floor proper): 5 writes + the cheaper of the two above at Lambda's least memory (128 MB);
-- **this architecture** (the handshake: a producer's strongly consistent read of the queue's record per request, its
-  touch skipped while a worker watches; a worker that lingers instead of being started per task; a lone watcher's
-  claim of a task that ends within 2 s leaving its ReadyIndex entry as it was): 3 + 2 index writes = 5 write units
-  + 1 read unit + 0.95 / rate s of worker at the template's ProcessTasks memory (before issue 29's unmarked leases
-  the claim marked the lease on the entry: 6 write units). What this project measures is at or above it, by what
-  the watcher itself writes and reads (its watch, renewals, slots, polls); a target below it needs a stream-started
-  worker (docs/scaling.md).
+- **this architecture** (issue 29's stream starts, taskqueue/work/stream_start.py: producers write their tasks and
+  nothing else; every stream batch invokes ProcessTasks, which reads the queue's record, strongly consistent, 1 read
+  unit; a lone claim of a task that ends within 2 s leaves its ReadyIndex entry as it was): 3 + 2 index writes = 5
+  write units, plus the cheaper of (a) claiming each batch in its own invocation (2 slot writes, the record's read, a
+  request and the least run per batch) and (b) a watcher kept running 0.95 / rate s per task at the template's
+  ProcessTasks memory, each batch's invocation then ending after its read (a request and the least run per batch).
+  What this project measures is at or above it, by what the watcher itself writes and reads (its watch, renewals,
+  slots, polls) and what the floor leaves out (lost claims, the backstops).
 
     .venv/bin/python bench/cost_floor.py            # measured figures from bench/results.json when present
     .venv/bin/python bench/cost_floor.py --results bench/results-cost.json   # ... from bench/cost_check.py's run
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,17 +59,10 @@ LEAST_RUN_SECONDS = 0.05  # the least invocation that claims and finishes a task
 POLLS_PER_SECOND = 4.0  # the stream poller reads a shard 4 times a second (bench/invocation_model.Platform)
 FLOOR_WRITES_PER_TASK = 3 + 2  # three transitions on the task's item; the sparse index's put and delete
 SLOT_WRITES_PER_START = 2  # a running-limit slot taken and given back by an invocation started for a batch
-ARCHITECTURE_WRITES_PER_TASK = 3 + 2  # + ReadyIndex put and delete: a lone watcher's quick task gets no lease mark
-ARCHITECTURE_READS_PER_TASK = 1  # the producer's strongly consistent read of the queue's record (its touch skipped)
-# ... reused for READ_REUSE_SECONDS by one producer process while the watcher allows it (4 claims a second and more).
-READ_REUSE_SECONDS, READ_REUSE_MIN_RATE = 0.5, 4.0
+ARCHITECTURE_WRITES_PER_TASK = 3 + 2  # + ReadyIndex put and delete: a lone claim of a quick task gets no lease mark
+ARCHITECTURE_READS_PER_BATCH = 1  # a stream start's strongly consistent read of the queue's record (producers read none)
 
 
-def architecture_reads_per_task(rate: float) -> float:
-    """The producer's reads of the record per task, one process sending one-task requests at ``rate``."""
-    if rate < READ_REUSE_MIN_RATE:
-        return ARCHITECTURE_READS_PER_TASK
-    return min(ARCHITECTURE_READS_PER_TASK, 1.0 / (READ_REUSE_SECONDS * rate))
 # Issue 29's dollar targets: (what, rate, billing, $ per million tasks).
 TARGETS = (
     ("$ per million tasks at 1 task/s, on-demand", 1.0, "on-demand", 5.00),
@@ -84,6 +79,13 @@ class Floor:
     requests: float  # $ per million tasks: Lambda requests
     writes: float
     total: float
+
+
+def batches_per_task(rate: float, polls_per_second: float = POLLS_PER_SECOND) -> float:
+    """Stream batches (one invocation each) per task at ``rate`` tasks/s, Poisson: the share of polls that find a record,
+    over the tasks a poll interval brings."""
+    per_poll = rate / polls_per_second
+    return (1.0 - math.exp(-per_poll)) / per_poll
 
 
 def awake_seconds_floor(rate: float, late_share: float = LATE_SHARE) -> float:
@@ -110,7 +112,7 @@ def floor(rate: float, memory_mb: int = LAMBDA_LEAST_MB, billing: str = "on-dema
     """$ per million tasks at least, by the cheaper of an invocation per stream batch and a worker kept running;
     ``running_limit``: the template's default queue-wide limit holds (a started invocation takes and frees a slot)."""
     writes = writes_per_task * write_price(billing) * 1e6
-    per_task = 1.0 / max(1.0, rate / POLLS_PER_SECOND)
+    per_task = batches_per_task(rate)
     slot_writes = per_task * SLOT_WRITES_PER_START * write_price(billing) * 1e6 if running_limit else 0.0
     invoked = Floor("invocation per batch", per_task * LEAST_RUN_SECONDS * gb_second(memory_mb) * 1e6,
                     per_task * PRICES["lambda_request"] * 1e6, writes + slot_writes, 0.0)
@@ -120,13 +122,18 @@ def floor(rate: float, memory_mb: int = LAMBDA_LEAST_MB, billing: str = "on-dema
 
 
 def architecture_floor(rate: float, billing: str = "on-demand", memory_mb: int = TEMPLATE_WORKER_MB) -> Floor:
-    """This project's architecture at least: its 5 writes and the producer's reads (one a request, or reused) per
-    one-task request, and a lingering worker."""
+    """This project's architecture at least: its 5 writes; a stream start per batch reading the record; the tasks
+    claimed in that invocation (2 slot writes) or by a lingering watcher, whichever is cheaper at ``rate``."""
     read_price = PRICES["dynamodb_read_request_unit"] if billing == "on-demand" else provisioned_unit_prices(DEFAULT_UTILISATION)[1]
-    reads = architecture_reads_per_task(rate)
-    writes = (ARCHITECTURE_WRITES_PER_TASK * write_price(billing) + reads * read_price) * 1e6
-    compute = awake_seconds_floor(rate) * gb_second(memory_mb) * 1e6
-    return Floor("worker kept running", compute, 0.0, writes, compute + writes)
+    per_task = batches_per_task(rate)
+    base = (ARCHITECTURE_WRITES_PER_TASK * write_price(billing) + per_task * ARCHITECTURE_READS_PER_BATCH * read_price) * 1e6
+    requests = per_task * PRICES["lambda_request"] * 1e6
+    least_run = per_task * LEAST_RUN_SECONDS * gb_second(memory_mb) * 1e6
+    slots = per_task * SLOT_WRITES_PER_START * write_price(billing) * 1e6
+    claimed_here = Floor("a stream start per batch", least_run, requests, base + slots, least_run + requests + base + slots)
+    awake = awake_seconds_floor(rate) * gb_second(memory_mb) * 1e6 + least_run
+    watcher = Floor("worker kept running", awake, requests, base, awake + requests + base)
+    return min((claimed_here, watcher), key=lambda f: f.total)
 
 
 def measured(results: dict) -> dict[tuple[float, str], float]:
@@ -151,11 +158,11 @@ def markdown(measured_totals: dict[tuple[float, str], float] | None = None) -> s
         arch = architecture_floor(rate, billing)
         got = measured_totals.get((rate, billing))
         reachable = "no: below every design's floor" if least.total > target else (
-            "yes, in this architecture" if arch.total <= target else "only past this architecture (index writes, a stream-started worker)")
+            "yes, in this architecture" if arch.total <= target else "only past this architecture")
         verdict = "—" if got is None else f"{'yes' if got <= target else 'no'}; {got / arch.total - 1:+.0%}"
         lines.append(
             f"| {what} | {target:.2f} | {least.total:.2f} ({least.how}: {least.compute:.2f} Lambda time + "
-            f"{least.requests:.2f} requests + {least.writes:.2f} writes) | {arch.total:.2f} | "
+            f"{least.requests:.2f} requests + {least.writes:.2f} writes) | {arch.total:.2f} ({arch.how}) | "
             f"{'—' if got is None else f'{got:.2f}'} | {reachable} | {verdict} |"
         )
     return "\n".join(lines)

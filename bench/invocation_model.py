@@ -14,10 +14,26 @@ Modelled, in virtual time (no emulator, no real code), for the product and for t
   (one consistent read); so does its safety-net schedule (every ``SafetyNetScheduleRate``);
 - **the product's producers** (the wake-up handshake, docs/wakeups.md): after writing its task a producer touches
   the queue's record (one request); if no worker watches and no wake-up is in flight it claims the wake-up (one
-  request) and publishes it on WorkerWakeUpTopic; a wake-up is in flight until a worker starts watching, or 10 s;
+  request) and publishes it on WorkerWakeUpTopic; a wake-up is in flight until a worker starts watching, or 10 s.
+  With **stream starts** (issue 29, ``stream_starts``: ProcessTasksFunction has a DynamoDB event on the table's
+  stream) producers do no handshake at all;
+- **stream starts** (only with ``stream_starts``): a second mapping on the same stream invokes ProcessTasks itself:
+  its own buffer of INSERTs, batch ``stream_batch_size`` (100), no window (a batch at each of its polls: 4 a second,
+  half a poll out of phase with Trigger's poller, the mean of two independent pollers' phases), up to
+  ParallelizationFactor (10) batches in flight, Trigger's filter passing none of these INSERTs, records older than ``stream_max_record_age_seconds`` skipped. Each batch is a ProcessTasks invocation
+  (taskqueue.work.stream_start) that reads the queue's record (one request) and notes the batch in its arrival
+  history (one per execution environment: the mapping's batches run one after another, so one history); it ends if
+  a worker watches and is not stopping or a wake-up is in flight; when the history shows the queue busy
+  (``BUSY_TASKS`` in ``BUSY_SECONDS``) and no watcher is stopping, or the running limit is full, it runs the regular
+  worker invocation below (unless one runs already: then it ends); otherwise (the fast path) it takes running-limit
+  slots (one request each), claims the batch's tasks by key, newest first (one request each, a lost claim too), runs
+  them ``runner_capacity`` at a time, writes each outcome, frees its slots (one request each) and ends: no watch, no
+  linger, no tail call. The running limit (the template's default: ``runner_capacity``, queue-wide) is shared with
+  the watcher;
 - **SNS -> ProcessTasks**: asynchronous invocations of a function with reserved concurrency 1: a wake-up
-  that finds the worker running is throttled and retried after 1, 2, 4, ... s (at most 5 min apart) until it
-  is older than the function's ``MaximumEventAgeInSeconds`` (product 300 s, seed 60 s), then dropped;
+  that finds the worker (the watcher, begun by SNS or by a stream start) running is throttled and retried after 1,
+  2, 4, ... s (at most 5 min apart) until it is older than the function's ``MaximumEventAgeInSeconds`` (product
+  300 s, seed 60 s), then dropped;
 - **the worker**, as each design's code behaves (request latency ``request_seconds`` each): the product
   starts watching its queue (one request), recovers leases, reads the ready and delayed partitions, claims while
   the runner has a free slot, completes; on an empty queue it lingers ``WorkerLingerSeconds``, reading the record
@@ -34,10 +50,12 @@ Template values (batch size, window, safety net, budget, page size, concurrency,
 from template.yaml (``bench.common.template_values``); the seed's from its own template as DESIGN.md and
 its article describe it. Durations feed Lambda GB-seconds in the dollar model; they are the model's, not a
 measurement on AWS. The run also returns a *trace* (arrival times, worker invocation starts, safety-net
-ticks) that ``bench/lifo_runs.py`` replays with the real code to measure read and write units.
+ticks, stream starts with the arrivals their batch names) that ``bench/lifo_runs.py`` replays with the real code to
+measure read and write units.
 
-Over 400 lines: one discrete-event simulation (its events, the two designs' wiring, the wake-up handshake);
-its parts share the event loop's state, so they stay in one module.
+Over 400 lines: one discrete-event simulation (its events, the two designs' wiring, the wake-up handshake, the
+stream starts); its parts share the event loop's state (the pending tasks, the watcher's flags, the running limit),
+so they stay in one module.
 """
 
 from __future__ import annotations
@@ -46,7 +64,7 @@ import heapq
 import itertools
 import math
 import random
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +72,11 @@ from typing import Any
 from bench.common import percentile
 from taskqueue.core.handshake import poll_seconds
 from taskqueue.work.worker import LEFTOVER_SECONDS
+
+# A stream start's busy test: at least BUSY_TASKS tasks noted in its arrival history over the last BUSY_SECONDS
+# make it run the regular worker. The product's own constants live in taskqueue/work/stream_start.py (issue 29).
+BUSY_TASKS = 12
+BUSY_SECONDS = 4.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +110,12 @@ class DesignModel:
     # The linger's polls come sooner on a fast queue (taskqueue.core.handshake.poll_seconds); else every
     # ``linger_poll_seconds``.
     paced_polls: bool = False
+    # Issue 29: the table's stream invokes ProcessTasks (a stream start per batch of INSERTs, no window) and producers
+    # skip the wake-up handshake (bench.common.TemplateValues.stream_starts). The product only.
+    stream_starts: bool = False
+    stream_batch_size: int = 100
+    stream_parallel: int = 1  # the mapping's ParallelizationFactor: batches of the shard processed at once
+    stream_max_record_age_seconds: float | None = None  # the mapping skips older records (None: never)
 
 
 def product_model(values: Any) -> DesignModel:
@@ -109,6 +138,10 @@ def product_model(values: Any) -> DesignModel:
         two_phase_stop=True,
         leftover_seconds=LEFTOVER_SECONDS,
         paced_polls=True,
+        stream_starts=values.stream_starts,
+        stream_batch_size=values.stream_start_batch_size,
+        stream_parallel=values.stream_start_parallel,
+        stream_max_record_age_seconds=values.stream_start_max_record_age_seconds,
     )
 
 
@@ -166,6 +199,13 @@ class ModelResult:
     arrivals: list[float] = field(default_factory=list)
     claim_waits: list[float] = field(default_factory=list)  # create -> first claim of every task (virtual s)
     handshake_requests: Counter = field(default_factory=Counter)  # producer touch / claim, worker watch / stop / poll
+    # Stream starts: (virtual time the invocation starts, 0-based indices in ``arrivals`` of the tasks its batch names).
+    stream_starts: list[tuple[float, list[int]]] = field(default_factory=list)
+    # What each ProcessTasks invocation was: "wake-up" (SNS), "stream: ended" (claimed nothing: a watcher has the tasks,
+    # or a wake-up is in flight), "stream: fast" (the fast path), "stream: regular" (the regular worker, begun by it).
+    worker_sources: Counter = field(default_factory=Counter)
+    fast_path_claims: list[int] = field(default_factory=list)  # indices in ``arrivals`` the fast paths claimed
+    skipped_stream_records: int = 0  # stream starts: records the mapping skipped for their age, never delivered
 
     def per_thousand(self, function: str) -> float:
         return 1000.0 * self.invocations[function] / self.tasks
@@ -194,6 +234,7 @@ class ModelResult:
             "claim_wait_p95": percentile(self.claim_waits, 95),
             "claim_wait_max": max(self.claim_waits, default=float("nan")),
             "handshake_requests_per_task": {k: v / self.tasks for k, v in self.handshake_requests.items()},
+            "worker_sources_per_1000": {k: 1000.0 * v / self.tasks for k, v in self.worker_sources.items()},
         }
 
 
@@ -225,6 +266,13 @@ class _Sim:
         self.in_flight_until = -1.0  # a product wake-up claimed and published, not yet answered by a watch
         self.last_write = -1e9  # the last producer's touch of the record
         self.seed_claimed: set[float] = set()  # creation times of the seed's tasks claimed at least once
+        self.stopping = False  # the watcher has written the first step of its stop (two_phase_stop)
+        # Stream starts: ProcessTasks' own mapping (arrival indices waiting for a batch, one batch in flight), the
+        # running-limit slots its fast paths hold, and the arrival history (time noted, tasks) of its environment.
+        self.stream_buffer: list[int] = []
+        self.stream_in_flight = 0  # batches of ProcessTasks' mapping being processed (ParallelizationFactor at most)
+        self.stream_running = 0
+        self.history: deque[tuple[float, int]] = deque()
         self.result = ModelResult(model.name, rate, tasks, 0, 0, 0.0)
 
     # ---- plumbing ---------------------------------------------------------------------------------
@@ -236,11 +284,15 @@ class _Sim:
         return self.created == self.n and self.completed == self.n
 
     def run(self) -> ModelResult:
+        if self.m.stream_starts and (self.m.seed_loop or not self.m.handshake):
+            raise ValueError("stream starts are the product's (its handshake, its worker)")
         t = 0.0
         for _ in range(self.n):
             t += self.rng.expovariate(self.rate)
             self.at(t, self.arrive)
         self.at(self.p.poll_seconds, self.poll)
+        if self.m.stream_starts:  # ProcessTasks' own poller: as often, half a poll out of phase with Trigger's
+            self.at(self.p.poll_seconds * 1.5, self.poll_stream)
         if self.m.safety_net_seconds:
             self.at(self.m.safety_net_seconds, self.safety_net)
         limit = t + 24 * 3600
@@ -249,7 +301,8 @@ class _Sim:
             if self.now > limit:
                 raise RuntimeError(f"{self.m.name}: the model did not drain within a day of virtual time")
             fn()
-            if self.done() and not self.worker_busy and not self.esm_busy:
+            idle = not (self.worker_busy or self.esm_busy or self.stream_in_flight or self.stream_buffer)
+            if self.done() and idle:
                 break
         self.result.completed = self.completed
         self.result.seconds = self.last_done
@@ -258,6 +311,8 @@ class _Sim:
     def record(self, kind: str) -> None:
         """A stream record of a task write; the mapping's filter decides whether Trigger ever sees it."""
         self.result.stream_records += 1
+        if kind == "INSERT" and self.m.stream_starts:  # Trigger's filter leaves a stream-started queue's INSERTs out
+            return
         if kind == "INSERT" or self.m.passes_all_records:
             if not self.buffer:
                 self.first_at = self.now
@@ -266,12 +321,14 @@ class _Sim:
     # ---- arrivals, stream, Trigger ----------------------------------------------------------------
 
     def arrive(self) -> None:
+        if self.m.stream_starts:
+            self.stream_buffer.append(self.created)  # ProcessTasks' mapping passes INSERTs of PENDING tasks only
         self.created += 1
         self.pending.append(self.now)
         self.pending_set.add(self.now)
         self.result.arrivals.append(self.now)
         self.record("INSERT")
-        if self.m.handshake:
+        if self.m.handshake and not self.m.stream_starts:
             self.last_write = self.now
             self.result.handshake_requests["producer touch"] += 1
             if not self.watching:
@@ -364,15 +421,18 @@ class _Sim:
             return
         self.worker_busy = True
         self.result.worker_starts.append(self.now)
+        self.result.worker_sources["wake-up"] += 1
         start = self.now
         if self.m.seed_loop:
             self.seed_invocation(start)
         else:
             self.product_invocation(start)
 
-    def end_invocation(self, start: float, tail: bool) -> None:
+    def end_invocation(self, start: float, tail: bool, from_stream: bool = False) -> None:
         self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb)
         self.worker_busy = False
+        if from_stream:
+            self.stream_in_flight -= 1  # the mapping's batch returns: another may go
         if tail and self.m.handshake:
             self.wake_if_idle("tail-call")  # straight to WorkerWakeUpTopic, unless a producer's wake-up is on its way
         elif tail:
@@ -428,7 +488,7 @@ class _Sim:
     # the index's lag allowance after the last write; an arrival since makes it fail: look again); at the budget,
     # stop watching and wait for running tasks; last, next_due + has_claimable (3 queries), tail call if
     # claimable work remains.
-    def product_invocation(self, start: float) -> None:
+    def product_invocation(self, start: float, from_stream: bool = False) -> None:
         req = self.p.request_seconds
         deadline = start + self.m.budget_seconds
         if self.m.handshake:
@@ -448,7 +508,7 @@ class _Sim:
         def step() -> None:
             if self.now >= deadline:
                 return drain()
-            free = self.m.runner_capacity - self.running
+            free = self.m.runner_capacity - self.running - self.stream_running  # the running limit, queue-wide
             if free <= 0:
                 return self.wait_for_slot(step, 1.0)  # the runner's first task to end (Worker.run waits on them)
             fresh = [c for c in leftovers if c in self.pending_set] if (
@@ -497,13 +557,14 @@ class _Sim:
                     linger_since[0] = None
                     return step()
                 stop_marked[0] = self.now
+                self.stopping = True
                 return self.at(min(self.now + self.m.index_lag_allowance_seconds, deadline), last_look)
             self.result.handshake_requests["worker stop"] += 1
             self.now_plus(req)
             if self.pending:  # a producer touched the record since: the conditional stop fails, look again
                 linger_since[0] = None
                 return step()
-            self.watching = False
+            self.watching = self.stopping = False
             finish()
 
         def last_look() -> None:
@@ -514,6 +575,7 @@ class _Sim:
                 self.result.handshake_requests["worker resume"] += 1
                 self.now_plus(req)
                 stop_marked[0] = linger_since[0] = None
+                self.stopping = False
                 return step()
             linger()
 
@@ -527,7 +589,7 @@ class _Sim:
 
         def drain() -> None:
             if self.watching:
-                self.watching = False
+                self.watching = self.stopping = False
                 settle[0] = self.now + self.m.index_lag_allowance_seconds if self.m.two_phase_stop else 0.0
                 self.result.handshake_requests["worker stop"] += 1
             if self.running or self.recording:
@@ -538,10 +600,114 @@ class _Sim:
             if self.now < settle[0]:  # writes that skipped their touch show in the index by then
                 return self.at(settle[0], finish)
             self.now_plus(3 * req)
-            self.end_invocation(start, tail=bool(self.pending))
+            self.end_invocation(start, tail=bool(self.pending), from_stream=from_stream)
 
         self.now_plus(req)  # lease recovery
         step()
+
+    # ---- stream starts (issue 29): ProcessTasks invoked by the table's stream ---------------------------------
+
+    def poll_stream(self) -> None:
+        """ProcessTasks' mapping at a poll: no window, so whatever waits goes (up to a batch), one batch in flight."""
+        if not self.done() or self.stream_buffer or self.stream_in_flight:
+            self.at(self.now + self.p.poll_seconds, self.poll_stream)
+        age = self.m.stream_max_record_age_seconds
+        if age is not None:
+            while self.stream_buffer and self.result.arrivals[self.stream_buffer[0]] < self.now - age:
+                self.stream_buffer.pop(0)
+                self.result.skipped_stream_records += 1
+        while self.stream_buffer and self.stream_in_flight < self.m.stream_parallel:
+            size = self.m.stream_batch_size
+            batch, self.stream_buffer = self.stream_buffer[:size], self.stream_buffer[size:]
+            self.stream_in_flight += 1
+            self.stream_start(batch)
+
+    def stream_start(self, batch: list[int]) -> None:
+        """One stream start (taskqueue.work.stream_start.start): the record's read, the batch noted in the arrival
+        history, then the rule (``stream_step``): end (a watcher not stopping, a wake-up in flight), the fast path (a
+        stopping watcher, or a queue that is not busy), or the regular worker (a busy queue, or a full running limit)."""
+        start = self.now
+        self.result.stream_starts.append((start, list(batch)))
+        self.result.handshake_requests["stream start read"] += 1
+        self.now_plus(self.p.request_seconds)  # a strongly consistent read of the queue's record
+        self.history.append((self.now, len(batch)))
+        while self.history[0][0] <= self.now - BUSY_SECONDS:
+            self.history.popleft()
+        busy = sum(count for _, count in self.history) >= BUSY_TASKS
+        if (self.watching and not self.stopping) or (not self.watching and self.now < self.in_flight_until):
+            self.result.worker_sources["stream: ended"] += 1
+            return self.end_stream_start(start)
+        free = self.m.runner_capacity - self.running - self.stream_running
+        if free > 0 and (self.stopping or not busy):
+            self.result.worker_sources["stream: fast"] += 1
+            return self.fast_path(start, batch, min(len(batch), free))
+        if self.worker_busy:  # a watcher's invocation runs on (stopping, or past its watch): one worker at a time here
+            self.result.worker_sources["stream: ended"] += 1
+            return self.end_stream_start(start)
+        self.result.worker_sources["stream: regular"] += 1
+        self.worker_busy = True
+        self.product_invocation(start, from_stream=True)
+
+    def end_stream_start(self, start: float) -> None:
+        self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb)
+        self.stream_in_flight -= 1
+
+    def fast_path(self, start: float, batch: list[int], slots: int) -> None:
+        """Take ``slots`` running-limit slots, claim the batch's tasks by key newest first (a lost claim costs its
+        request too), run them ``slots`` at a time (a task beyond waits for one of this invocation's runs to end), write
+        each outcome, free the slots, end. The slots are held until the end, as the running limit's leases are."""
+        req = self.p.request_seconds
+        self.result.handshake_requests["stream start slot"] += slots
+        self.stream_running += slots
+        self.now_plus(slots * req)
+        order = sorted(batch, reverse=True)  # newest first
+        free = [slots]  # this invocation's runner slots
+        outstanding = [0]  # claimed tasks whose outcome is not written yet
+        waiting = [False]  # the next claim waits for a run to end
+        claims_done = [False]
+
+        def claim_next() -> None:
+            if not order:
+                claims_done[0] = True
+                return release() if outstanding[0] == 0 else None
+            if free[0] == 0:
+                waiting[0] = True
+                return
+            index = order.pop(0)
+            created = self.result.arrivals[index]
+            self.result.handshake_requests["stream start claim"] += 1
+            if created in self.pending_set:  # else another worker claimed it first: the conditional claim fails
+                self.take(created)
+                self.result.fast_path_claims.append(index)
+                self.record("MODIFY")
+                free[0] -= 1
+                outstanding[0] += 1
+                self.at(self.now + req + self.runner_seconds, ran)
+            self.at(self.now + req, claim_next)
+
+        def ran() -> None:
+            free[0] += 1
+            self.at(self.now + req, recorded)  # the outcome's write
+            if waiting[0]:
+                waiting[0] = False
+                claim_next()
+
+        def recorded() -> None:
+            outstanding[0] -= 1
+            self.completed += 1
+            self.last_done = self.now
+            self.record("MODIFY")
+            if claims_done[0] and outstanding[0] == 0:
+                release()
+
+        def release() -> None:
+            self.result.handshake_requests["stream start slot"] += slots
+            self.now_plus(slots * req)
+            self.stream_running -= slots
+            self.wake_waiter()  # a watcher waiting on the running limit
+            self.end_stream_start(start)
+
+        claim_next()
 
     def now_plus(self, seconds: float) -> None:
         """Time the current handler spends on requests (the handler runs on, nothing else happens meanwhile)."""

@@ -4,8 +4,9 @@ Three kinds of run, each for ``--design product`` or ``--design seed``:
 
 - ``idle``: a runner that takes no time, ``--rate`` tasks/s. The invocation model
   (``bench/invocation_model.py``) decides when the worker runs (stream batches, wake-ups, throttling, tail
-  calls, the product's safety net); this run replays that schedule in virtual time with the real code on the
-  emulator, the cost meter on every client, and reports write and read units per completed task.
+  calls, the product's safety net, its stream starts when template.yaml gives ProcessTasks a DynamoDB event); this
+  run replays that schedule in virtual time with the real code on the emulator, the cost meter on every client,
+  and reports write and read units per completed task.
 - ``overload``: the runner at the template's defaults (3 tasks at once, 15 s each) and Poisson arrivals at
   ``--load`` times what it can do, on a scaled clock (``--scale`` real seconds per virtual second): the
   worker invoked back to back as tail calls do. Reports units per completed task (saturated) and freshness:
@@ -14,8 +15,8 @@ Three kinds of run, each for ``--design product`` or ``--design seed``:
   concurrency N), a runner that takes no time: lost claims, requests and units per completed task.
 
 The product runs through its handlers' own code: ``functions/process_tasks/app.py``'s ``handle`` (the
-Worker, the tail-call decision) and ``functions/trigger/app.py``'s ``handle_safety_net``, with a stub in
-place of SNS that counts publishes. The seed runs as ``bench/seed_lifo.py`` ports it.
+Worker, the tail-call decision; a stream start, given the stream records of the tasks its batch names) and
+``functions/trigger/app.py``'s ``handle_safety_net``, with a stub in place of SNS that counts publishes. The seed runs as ``bench/seed_lifo.py`` ports it.
 
     .venv/bin/python bench/lifo_runs.py idle --design product --rates 1,10 --tasks 100 --seeds 1,2,3
     .venv/bin/python bench/lifo_runs.py overload --design seed --scale 0.0667 --seconds 600 --ttl 120 --seeds 1
@@ -121,16 +122,25 @@ class ProductLifo:
         self.timeout = template_values().worker_timeout_seconds
         self.completed = 0
         self.invocations = 0
+        self.created_ids: list[str] = []  # every task this queue's producer created, in order
 
     def create(self, count: int = 1) -> None:
         """A producer's request as CreateTasks makes it: the tasks, then the wake-up handshake (its record writes
         are metered; what its wake-ups cause is the invocation model's business)."""
         request = parse_create_request({"queue": QUEUE, "count": count, "ttlSeconds": self.ttl_seconds}, self.settings)
-        create_tasks(request, self.store, self.clock.now_ms(), None, self.services.handshake)
+        summary = create_tasks(request, self.store, self.clock.now_ms(), None, self.services.handshake)
+        self.created_ids.extend(summary.task_ids)
 
     def invoke_worker(self) -> Any:
+        return self._invoke({"queue": QUEUE})
+
+    def invoke_stream(self, event: dict[str, Any]) -> Any:
+        """A stream start: ProcessTasks invoked by its TaskStream event with a batch of stream records."""
+        return self._invoke(event)
+
+    def _invoke(self, event: dict[str, Any]) -> Any:
         process, _ = handlers()
-        report = process.handle({"queue": QUEUE}, self.timeout, f"bench-{uuid.uuid4().hex[:8]}", self.services, self.runner)
+        report = process.handle(event, self.timeout, f"bench-{uuid.uuid4().hex[:8]}", self.services, self.runner)
         self.completed += report.succeeded
         self.invocations += 1
         return report
@@ -143,6 +153,51 @@ class ProductLifo:
 # ---- idle: the invocation model's schedule, replayed with the real code ---------------------------------
 
 
+class InsertRecords:
+    """The stream's INSERT records of the tasks a ProductLifo creates, for its stream starts. Each task's item is read
+    back as soon as it is written (on ``reader``, a client the cost meter does not count; strongly consistent), so a
+    record's NewImage is the item as inserted, raw attribute values, whatever a worker did to it later."""
+
+    def __init__(self, reader: Any, table: str, queue: ProductLifo) -> None:
+        self.reader, self.table, self.queue = reader, table, queue
+        description = reader.describe_table(TableName=table)["Table"]
+        self.keys = [k["AttributeName"] for k in description["KeySchema"]]
+        if len(self.keys) != 1:
+            raise ValueError(f"table {table}: a task's item is read by its id alone, the key schema has {self.keys}")
+        self.view = description.get("StreamSpecification", {}).get("StreamViewType", "NEW_AND_OLD_IMAGES")
+        self.images: list[dict[str, Any]] = []  # by arrival index
+
+    def create(self) -> None:
+        """The queue's producer, then the new tasks' items."""
+        self.queue.create()
+        for task_id in self.queue.created_ids[len(self.images):]:
+            got = self.reader.get_item(TableName=self.table, Key={self.keys[0]: {"S": task_id}}, ConsistentRead=True)
+            self.images.append(got["Item"])
+
+    def event(self, indices: list[int]) -> dict[str, Any]:
+        """A TaskStream batch: the INSERTs of the tasks created ``indices``-th (0-based), in that order."""
+        records = []
+        for index in indices:
+            image = self.images[index]
+            records.append({
+                "eventID": f"{index + 1:032d}",
+                "eventName": "INSERT",
+                "eventVersion": "1.1",
+                "eventSource": "aws:dynamodb",
+                "awsRegion": "us-east-1",
+                "eventSourceARN": f"arn:aws:dynamodb:us-east-1:000000000000:table/{self.table}/stream/bench",
+                "dynamodb": {
+                    "ApproximateCreationDateTime": int(image["taskCreated"]["N"]) // 1000,
+                    "Keys": {k: image[k] for k in self.keys},
+                    "NewImage": image,
+                    "SequenceNumber": f"{index + 1:021d}",
+                    "SizeBytes": len(json.dumps(image)),
+                    "StreamViewType": self.view,
+                },
+            })
+        return {"Records": records}
+
+
 def idle_run(design: str, endpoint: str, rate: float, tasks: int, seed: int) -> dict[str, Any]:
     values = template_values()
     model = product_model(values) if design == "product" else seed_model()
@@ -151,21 +206,42 @@ def idle_run(design: str, endpoint: str, rate: float, tasks: int, seed: int) -> 
     client = client_for(endpoint)
     meter = CostMeter(reader)
     meter.attach(client)
-    clock = VirtualClock()
+    # The model's stream starts, replayed only when the template has them (its ProcessTasks has a DynamoDB event).
+    streams = design == "product" and values.stream_starts
+    clock = VirtualClock(nested=streams)
     table = f"{design}-idle-{uuid.uuid4().hex[:8]}"
+    inserts: InsertRecords | None = None
     if design == "product":
         create_queue_table(reader, table)
         queue: Any = ProductLifo(client, table, clock, lambda task: None)
         create = queue.create
+        if streams:
+            inserts = InsertRecords(reader, table, queue)
+            create = inserts.create
     else:
         create_seed_table(reader, table)
         queue = SeedLifo(client, table, clock, SeedRunner(clock, capacity=3, seconds=0.0))
         create = queue.create_task
     for t in schedule.arrivals:
         clock.at(t, create)
-    events = sorted([(t, "worker") for t in schedule.worker_starts] + [(t, "safety-net") for t in schedule.safety_net_ticks])
     completed = 0
     invocations = Counter[str]()
+    if streams:
+        # A stream start runs beside whatever else runs (no reserved concurrency): fired by the virtual clock at its
+        # time, as arrivals are, so one that falls inside a worker's run (its linger, its waits) sees that worker
+        # watching, as it would on AWS, instead of running after it.
+        assert inserts is not None
+
+        def stream_start(indices: list[int]) -> None:
+            nonlocal completed
+            completed += int(queue.invoke_stream(inserts.event(indices)).succeeded)
+            invocations["stream"] += 1
+
+        for t, indices in schedule.stream_starts:
+            clock.at(t, lambda indices=indices: stream_start(indices))
+    events: list[tuple[float, str]] = [(t, "worker") for t in schedule.worker_starts]
+    events += [(t, "safety-net") for t in schedule.safety_net_ticks]
+    events.sort()
     for t, kind in events:
         clock.advance_to(max(t, clock.seconds()))
         if kind == "worker":

@@ -20,6 +20,9 @@ strongly consistent). Each case starts from an idle queue (no worker watching it
 - ``killed-at-limit`` (``--limit``, a third stack: ``WorkRunningLimit=3``, ``ProcessTasksConcurrency=3``): one worker
   holds every slot of the running limit (two long tasks and one that kills its process) and is killed; 3 s later a
   task is created: how long until it is claimed (the dead worker's slots lapse with their own short lease);
+- ``--stream``: ``task``, ``steady``, ``busy`` and ``killed`` again on stacks with the production default of no
+  reserved concurrency (``ProcessTasksConcurrency=`` empty), where the table's stream starts the worker of `work`
+  (issue 29's stream starts; `make up` reserves 1, which turns them off);
 - ``redrive``, ``retry-all``, ``resume`` (``--operator``): from the operator's ``taskq`` command to the claim of
   the task(s) it brings back (a cancelled task redriven, two retried, a paused queue resumed with a task waiting).
 - ``delayed``: tasks created together on an idle `work` with ``delaySeconds`` of each of ``--delays`` (default
@@ -328,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="only the operator's redrive, retry-all and resume (their own stack)")
     parser.add_argument("--limit", action="store_true",
                         help="only the killed-at-the-limit case (its own stack: WorkRunningLimit 3, 3 workers)")
+    parser.add_argument("--stream", action="store_true",
+                        help="only task, steady, busy and killed, on stacks without reserved concurrency (stream starts)")
     parser.add_argument("--fast", type=float, metavar="RATE",
                         help="only the steady case at RATE tasks/s for --steady-seconds (a watcher's polls come sooner "
                              "above 10 tasks/s)")
@@ -337,6 +342,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.busy:
         busy_and_killed(args.repeat)
+        return
+    if args.stream:
+        stream_cases(args.repeat, args.steady_seconds)
         return
     if args.limit:
         killed_at_the_limit(args.repeat)
@@ -374,6 +382,33 @@ BUSY_OVERRIDES = [*OVERRIDES, "TaskRunner=bench_runner:run", "RunnerCapacity=8"]
 FAST_OVERRIDES = [*OVERRIDES, "TaskRunner=bench_runner:run"]  # each task runs its payload's seconds
 # Several workers may run (3 reserved), so the queue-wide running limit holds: 3 slots.
 LIMIT_OVERRIDES = [*BUSY_OVERRIDES, "ProcessTasksConcurrency=3", "WorkRunningLimit=3"]
+
+
+# The production default: no reserved concurrency, so the table's stream starts the worker of `work` (stream starts).
+STREAM = "ProcessTasksConcurrency="
+
+
+def stream_cases(repeat: int, steady_seconds: int) -> None:
+    stack = Stack([*OVERRIDES, STREAM])
+    try:
+        before = Counter(stack.invocations)
+        waits = [one_task(stack) for _ in range(repeat)]
+        used = {k: v - before.get(k, 0) for k, v in stack.invocations.items() if v - before.get(k, 0)}
+        print(json.dumps({"case": "task (stream starts)", **summary(waits), "waits": [round(w, 3) for w in waits],
+                          "invocations": used}), flush=True)
+        waits, used = steady(stack, steady_seconds)
+        print(json.dumps({"case": "steady (stream starts)", **summary(waits), "invocations": dict(used)}), flush=True)
+    finally:
+        stack.stop()
+    stack = Stack([*BUSY_OVERRIDES, STREAM])
+    try:
+        waits, used = busy(stack)
+        print(json.dumps({"case": "busy (stream starts)", **summary(waits), "invocations": dict(used)}), flush=True)
+        waits = [killed(stack) for _ in range(repeat)]
+        print(json.dumps({"case": "killed (stream starts)", **summary(waits), "waits": [round(w, 2) for w in waits]}),
+              flush=True)
+    finally:
+        stack.stop()
 
 
 def fast(rate: float, seconds: int) -> None:

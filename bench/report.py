@@ -284,9 +284,10 @@ def details(r: dict[str, Any]) -> str:
     out.append("Issue 29's targets against the least any design can pay that claims a task within a second at p95 (an "
                "invocation per stream batch or a worker kept running, whichever is cheaper, at 128 MB; a task's 3 "
                "transitions and a sparse index's put and delete), and against the least this architecture can pay ("
-               f"{cost_floor.ARCHITECTURE_WRITES_PER_TASK} write units and {cost_floor.ARCHITECTURE_READS_PER_TASK} read "
-               "unit per one-task request, read reuse from 4 tasks/s, a lingering worker at the template's memory); this "
-               "run's measured dollars. How the bounds are taken: the module's docstring.\n")
+               f"{cost_floor.ARCHITECTURE_WRITES_PER_TASK} write units a task, {cost_floor.ARCHITECTURE_READS_PER_BATCH} "
+               "read unit per stream batch, and a stream start claiming its batch or a lingering worker at the template's "
+               "memory, whichever is cheaper); this run's measured dollars. How the bounds are taken: the module's "
+               "docstring.\n")
     out.append(cost_floor.markdown(cost_floor.measured(r)))
     out.append("\n## Scale model (limiting partition)\n")
     out.append("| design | regime | shards | tasks/s | limited by |\n|---|---|---:|---:|---|")

@@ -186,6 +186,8 @@ def median_partitions(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 def scale_model(partitions: dict[str, dict[str, float]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    values = template_values()
+    stream_batch = values.stream_start_batch_size if values.stream_starts else None  # producers read no record then
     for label, design_partitions in partitions.items():
         design, regime = label.split("@")
         shardable = design == "product"
@@ -199,7 +201,7 @@ def scale_model(partitions: dict[str, dict[str, float]]) -> dict[str, Any]:
             for per_request, name, process_rate in ((TASKS_PER_REQUEST, "owned", None), (1, "owned1", None),
                                                     (1, "owned1-reuse", PRODUCER_PROCESS_REQUESTS_PER_SECOND)):
                 owned = loads_from_partitions(design_partitions, shardable=True, owned_reads=True)
-                owned += control_item_load(per_request, process_rate, READ_REUSE_SECONDS)
+                owned += control_item_load(per_request, process_rate, READ_REUSE_SECONDS, stream_batch=stream_batch)
                 for shards in SHARDS:
                     rate, hottest = max_sustainable_rate(owned, shards)
                     capacity, seconds = SCALE_RUNNER

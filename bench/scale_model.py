@@ -159,7 +159,7 @@ def _role(partition: str, queue: str) -> str:
 
 
 def control_item_load(tasks_per_request: float, process_requests_per_second: float | None = None,
-                      reuse_seconds: float = 0.5) -> list[Load]:
+                      reuse_seconds: float = 0.5, *, stream_batch: int | None = None) -> list[Load]:
     """The queue's record (``queue#<name>``, one table item, so one partition whatever QueueShards is). Since issue 29
     a producer request *reads* it (strongly consistent, 1 read unit: the wake-up handshake) and writes it only when no
     index-looking watcher is awake or it is stopping, which at a rate that could limit never holds (a worker runs
@@ -168,7 +168,12 @@ def control_item_load(tasks_per_request: float, process_requests_per_second: flo
     polls every 0.5-1.5 s, its renewal every 2.5 s) do not grow with the rate.
 
     ``process_requests_per_second``: producers reuse a read for ``reuse_seconds`` (the watcher of a fast queue allows
-    it), so a process sending that many requests a second reads the record once per ``reuse_seconds`` at most."""
+    it), so a process sending that many requests a second reads the record once per ``reuse_seconds`` at most.
+
+    ``stream_batch`` (stream starts, taskqueue/work/stream_start.py): producers read nothing; each stream batch's
+    invocation reads the record once, and at a rate that could limit every poll fills a batch of that many tasks."""
+    if stream_batch is not None:
+        return [Load("control item queue#work (stream starts' reads)", "read", 1.0 / stream_batch, SINGLE)]
     reads = 1.0 / tasks_per_request
     if process_requests_per_second is not None:
         reads = min(reads, 1.0 / (reuse_seconds * process_requests_per_second * tasks_per_request))
