@@ -130,6 +130,15 @@ def test_outputs_and_parameters_become_the_settings_variables():
     assert renamed.env()["WORKER_WAKE_UP_TOPIC_ARN"] == "arn:new"
 
 
+def test_a_stack_with_stream_starts_tells_the_client_its_producers_need_no_handshake():
+    from taskqueue.core.settings import Settings
+
+    stack = StackInfo(name="s", outputs={"QueueTableName": "qt", "StreamStartQueues": "work"})
+    assert Settings.from_env(stack.env()).stream_started("work")
+    # A stack that reserves ProcessTasks' concurrency (or predates stream starts) has no such output: the handshake.
+    assert not Settings.from_env(StackInfo(name="s", outputs={"QueueTableName": "qt"}).env()).stream_started("work")
+
+
 # ---- the commands --------------------------------------------------------------------------------------------
 
 @pytest.fixture
