@@ -200,3 +200,18 @@ def test_a_task_with_a_group_goes_to_fair_shares_look_not_a_claim_by_key(store, 
     ids = create(svc.store, clock, 1, group="tenant-a")
     report = app.handle(stream_event(svc.store, ids), 120, "stream-1", svc, Runner())
     assert report.watched and report.succeeded == 1  # the regular worker (it watched the queue), not stopped_by named
+
+
+def test_a_claim_throttled_past_the_sdks_retries_leaves_the_task_to_the_regular_worker(store, clock):
+    # DynamoDB refuses the claim (ProvisionedThroughputExceeded after the SDK's own retries): not applied, the task is
+    # still PENDING; the stream start does not end with it stranded, the regular worker (it watches) claims it.
+    from tests.faults import on_item
+
+    svc, client = services_on(store, clock, worker_linger_seconds=0.0)
+    ids = create(svc.store, clock, 1)
+    client.fail("update_item", "ProvisionedThroughputExceededException",
+                when=lambda kw: on_item(ids[0])(kw) and ":to" in kw.get("ExpressionAttributeValues", {}))
+    report = app.handle(stream_event(svc.store, ids), 120, "stream-1", svc, Runner())
+    assert client.raised == [("update_item", "ProvisionedThroughputExceededException")]
+    assert report.retried >= 1 and report.watched and report.succeeded == 1
+    assert svc.store.get(ids[0]).status is TaskStatus.SUCCESS
