@@ -215,3 +215,40 @@ def test_a_claim_throttled_past_the_sdks_retries_leaves_the_task_to_the_regular_
     assert client.raised == [("update_item", "ProvisionedThroughputExceededException")]
     assert report.retried >= 1 and report.watched and report.succeeded == 1
     assert svc.store.get(ids[0]).status is TaskStatus.SUCCESS
+
+
+def test_a_long_task_keeps_its_running_limit_slot_and_gets_its_lease_marked_while_it_runs(store, clock):
+    # The slot's 5 s lease is renewed at half of it, and an unmarked lease is marked 2 s after its claim: both by the
+    # run's loop, which must come round within a second (waiting a heartbeat's 50 s, the slot lapsed under the task).
+    import threading
+    import time
+
+    from taskqueue.store.control import SLOT
+    from tests.integration.test_unmarked_leases import lease_mark
+
+    svc, _ = services_on(store, clock, running_limit=1)
+    ids = create(svc.store, clock, 1)
+    started, release = threading.Event(), threading.Event()
+
+    def runner(task):
+        started.set()
+        release.wait(10)
+
+    worker = threading.Thread(target=app.handle, args=(stream_event(svc.store, ids), 120, "stream-1", svc, runner))
+    worker.start()
+    try:
+        assert started.wait(5)
+        clock.advance(3.5)  # past half the slot's lease, and past the lease mark's 2 s
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            expiry = svc.store._token_expiries(SLOT, "work", 1).get(0, 0)
+            if expiry >= clock.now_ms() + 4_000 and lease_mark(svc.store, ids[0]) is not None:
+                break
+            time.sleep(0.05)
+        # Renewed from now (taken 3.5 s ago for 5 s, it had 1.5 s left).
+        assert svc.store._token_expiries(SLOT, "work", 1).get(0, 0) >= clock.now_ms() + 4_000
+        assert lease_mark(svc.store, ids[0]) is not None
+    finally:
+        release.set()
+        worker.join(10)
+    assert svc.store.get(ids[0]).status is TaskStatus.SUCCESS

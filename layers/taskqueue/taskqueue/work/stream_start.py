@@ -39,6 +39,7 @@ from taskqueue.core.states import TaskStatus
 from taskqueue.store import Candidate
 from taskqueue.store.table import candidate_of
 from taskqueue.wakeups.producer import LAPSE_MARGIN_SECONDS
+from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS
 from taskqueue.work.claim_control import ClaimControl
 from taskqueue.work.delayed_view import DelayedView
 from taskqueue.work.fair_share import FairShare
@@ -132,6 +133,11 @@ class StreamStart(Worker):
     """Claims the tasks a stream batch names by key, runs them and ends (the claim, the run, the outcome and the
     heartbeat are the worker's own: ``Worker``)."""
 
+    def _beat_seconds(self) -> float:
+        """How long the loop waits on running tasks: short enough for the slots' renewal (at half their 5 s lease) and
+        the lease mark (2 s after a claim), as the worker's own final loop waits."""
+        return min(self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS)
+
     def run_named(self, queue: str, named: list[Candidate], record: WakeRecord, hold_seconds: float) -> tuple[WorkerReport, bool]:
         """Claim and run ``named`` (``record``: the queue's record as just read). Returns the report and whether tasks
         are left for the regular worker (no running-limit slot free, or a claim refused for now)."""
@@ -161,7 +167,7 @@ class StreamStart(Worker):
                 self._slots.renew()
                 free = self._capacity - len(running)
                 if free == 0:
-                    wait(running, timeout=self._heartbeat_seconds(), return_when=FIRST_COMPLETED)
+                    wait(running, timeout=self._beat_seconds(), return_when=FIRST_COMPLETED)
                     continue
                 try:
                     slots = self._slots.for_claims(min(free, len(pending)))
@@ -173,7 +179,7 @@ class StreamStart(Worker):
                 if slots is not None and not slots:  # the running limit: other workers' tasks hold every slot
                     report.limited += 1
                     if running:
-                        wait(running, timeout=self._heartbeat_seconds(), return_when=FIRST_COMPLETED)
+                        wait(running, timeout=self._beat_seconds(), return_when=FIRST_COMPLETED)
                         continue
                     left = True
                     break
@@ -207,7 +213,7 @@ class StreamStart(Worker):
                     break
             self._slots.stop_claiming()
             while running or recording:  # tasks in flight finish inside their leases, which the heartbeat keeps
-                wait(recording, timeout=self._heartbeat_seconds(), return_when=FIRST_COMPLETED)
+                wait(recording, timeout=self._beat_seconds(), return_when=FIRST_COMPLETED)
                 running = self._collect(running, report)
                 recording = self._collect(recording, report)
                 self._heartbeat(running.values(), report)
