@@ -64,6 +64,9 @@ RUN_CONFIGS = ((1.0, None, "real time"), (2.0, None, "platform clock x2 slower")
 KEPT_MARK = "<!-- kept: the local engine's demo -->"
 # From a publish on WorkerWakeUpTopic to the invocation's start (SNS delivery and a warm Lambda's start).
 INVOKE_SECONDS = 0.5
+# A stream start's delay after the write: the poller reads the shard 4 times a second (0.125 s on average) and
+# delivers at once (no batching window), then a warm Lambda's start.
+STREAM_SECONDS = 0.2
 
 
 def scenario() -> dict[str, Any]:
@@ -81,7 +84,17 @@ def _scan(client: Any, table: str) -> list[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def _create(queue_side: Any, group: str, count: int, ttl: int, grouped: bool) -> None:
+def _stream_event(reader: Any, table: str, task_ids: Any) -> dict[str, Any]:
+    """The TaskStream batch of these new tasks: INSERT records whose NewImage is each item as written."""
+    records = []
+    for task_id in task_ids:
+        item = reader.get_item(TableName=table, Key={"taskId": {"S": task_id}}, ConsistentRead=True)["Item"]
+        records.append({"eventName": "INSERT", "eventSource": "aws:dynamodb",
+                        "dynamodb": {"Keys": {"taskId": item["taskId"]}, "NewImage": item, "StreamViewType": "NEW_AND_OLD_IMAGES"}})
+    return {"Records": records}
+
+
+def _create(queue_side: Any, group: str, count: int, ttl: int, grouped: bool) -> Any:
     from taskqueue.client.create import create_tasks
     from taskqueue.core.model import parse_create_request
 
@@ -89,7 +102,7 @@ def _create(queue_side: Any, group: str, count: int, ttl: int, grouped: bool) ->
     if grouped:
         body["group"] = group
     request = parse_create_request(body, queue_side.settings)
-    create_tasks(request, queue_side.store, queue_side.clock.now_ms(), None, queue_side.services.handshake)
+    return create_tasks(request, queue_side.store, queue_side.clock.now_ms(), None, queue_side.services.handshake)
 
 
 class Invoker:
@@ -121,8 +134,18 @@ class Invoker:
             self._threads.append(thread)
         thread.start()
 
-    def _invoke(self) -> None:
-        self._clock.sleep(INVOKE_SECONDS)
+    def stream(self, event: dict[str, Any]) -> None:
+        """A stream start (issue 29): the table's stream hands new tasks to ProcessTasks STREAM_SECONDS after their
+        write, in an invocation of its own."""
+        if self._clock.seconds() >= self._end_at:
+            return
+        thread = threading.Thread(target=self._invoke, kwargs={"event": event, "delay": STREAM_SECONDS}, daemon=True)
+        with self._lock:
+            self._threads.append(thread)
+        thread.start()
+
+    def _invoke(self, event: dict[str, Any] | None = None, delay: float = 0.0) -> None:
+        self._clock.sleep(delay or INVOKE_SECONDS)
         if self._clock.seconds() >= self._end_at:
             return
         with self._lock:
@@ -131,7 +154,10 @@ class Invoker:
         if container is None:
             container = self.wired(self._container())
         try:
-            container.invoke_worker()
+            if event is None:
+                container.invoke_worker()
+            else:
+                container.invoke_stream(event)
         finally:
             with self._lock:
                 self._free.append(container)
@@ -220,7 +246,9 @@ def scenario_run(endpoint: str, mode: str, seed: int, seconds: float | None, sca
         for when, group, count in arrivals:
             clock.sleep_until(when)
             late.append(clock.seconds() - when)
-            _create(arrival_side, group, count, ttl, grouped=(mode == "groups"))
+            summary = _create(arrival_side, group, count, ttl, grouped=(mode == "groups"))
+            if summary.wakeup == "stream":  # no producer wake-up: the table's stream starts the worker
+                invoker.stream(_stream_event(reader, table, summary.task_ids))
 
     clock.restart()
     start_ms = clock.now_ms()
