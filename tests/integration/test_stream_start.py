@@ -252,3 +252,14 @@ def test_a_long_task_keeps_its_running_limit_slot_and_gets_its_lease_marked_whil
         release.set()
         worker.join(10)
     assert svc.store.get(ids[0]).status is TaskStatus.SUCCESS
+
+
+def test_a_record_whose_image_is_no_task_is_skipped_and_the_others_claimed(store, clock):
+    svc, _ = services_on(store, clock)
+    ids = create(svc.store, clock, 1)
+    event = stream_event(svc.store, ids)
+    event["Records"].insert(0, {"eventName": "INSERT", "eventSource": "aws:dynamodb",
+                                "dynamodb": {"NewImage": {"taskStatus": {"S": "PENDING"}, "queue": {"S": "work"},
+                                                          "readyKey": "not an attribute value"}}})
+    report = app.handle(event, 120, "stream-1", svc, Runner())
+    assert (report.stopped_by, report.succeeded) == (NAMED, 1)

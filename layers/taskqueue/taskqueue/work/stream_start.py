@@ -112,20 +112,21 @@ def named_tasks(records: Iterable[Mapping[str, Any]], settings: Settings) -> dic
     is its NewImage, raw). Anything else (a delayed task, another queue's, a control item) is not theirs: skipped."""
     found: dict[str, list[Candidate]] = {}
     for n, record in enumerate(records):
-        if not isinstance(record.get("dynamodb"), dict):
+        if not isinstance(record, Mapping) or not isinstance(record.get("dynamodb"), Mapping):
             raise InvalidEvent(f"Records[{n}] is not a DynamoDB stream record: it has no dynamodb object")
         image = record["dynamodb"].get("NewImage") or {}
-        if record.get("eventName") != "INSERT" or image.get("taskStatus", {}).get("S") != TaskStatus.PENDING.value:
-            continue
-        queue = image.get("queue", {}).get("S")
-        partition = image.get("readyKey", {}).get("S", "")
-        if not queue or not settings.stream_started(queue) or "notBefore" in image or is_delayed_partition(partition):
-            continue
         try:
+            if record.get("eventName") != "INSERT" or image.get("taskStatus", {}).get("S") != TaskStatus.PENDING.value:
+                continue
+            queue = image.get("queue", {}).get("S")
+            partition = image.get("readyKey", {}).get("S", "")
+            if not queue or not settings.stream_started(queue) or "notBefore" in image or is_delayed_partition(partition):
+                continue
             shard = int(image["shard"]["N"]) if "shard" in image else int(partition.split("#")[1])
             found.setdefault(queue, []).append(candidate_of(image, queue, shard))
-        except (KeyError, IndexError, ValueError) as exc:  # not a task as this version writes it: its backstops wake it
-            logger.warning("stream record skipped: not a claimable task", extra={"queue": queue, "error": repr(exc)})
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            # Not a task as this version writes it: left PENDING in the table, where the safety net finds it.
+            logger.warning("stream record skipped: not a claimable task", extra={"record": n, "error": repr(exc)})
     return found
 
 
