@@ -34,8 +34,8 @@ def med(runs, key):
 
 lines = ["# Dollars per million tasks (bench/cost_check.py)", "",
          "The invocation model's 3 seeds, one 120-task cost-meter run per rate, bench/run.py's `dollars`; template defaults.", "",
-         "| design @ rate | $ total | DynamoDB | Lambda requests | Lambda GB-s | SNS / SQS | write units | read units | invocations per 1,000 | p95 create -> claim (s) |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "| design @ rate | $ total | DynamoDB | Lambda requests | Lambda GB-s | SNS / SQS | write units | read units | invocations per 1,000 | peak Lambda concurrency | p95 create -> claim (s) |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for key, d in r["dollars"].items():
     design, _, rate = key.partition("@")
     base = design.replace("-provisioned", "")
@@ -43,12 +43,14 @@ for key, d in r["dollars"].items():
     runs = r["model"].get(f"{base}@{rate}", [])
     lines.append(f"| {key} | **{d['total']:.2f}** | {d['dynamodb']:.2f} | {d['lambda_requests']:.3f} | {d['lambda_compute']:.2f} | "
                  f"{d['sns'] + d['sqs']:.2f} | {med(units, 'wcu'):.2f} | {med(units, 'rcu'):.2f} | "
-                 f"{med(runs, 'total_per_1000'):.1f} | {med(runs, 'claim_wait_p95'):.2f} |" if units and runs else
-                 f"| {key} | **{d['total']:.2f}** | — | — | — | {d['sns'] + d['sqs']:.2f} | — | — | — | — |")
-lines += ["", "Scale model, shards owned by claim lanes, one task per producer request: every request reading the queue's "
-          "record, and with read reuse (each producer process sending 10 requests a second reads it at most every "
-          "0.5 s while the watcher allows it):", "",
-          "| shards | tasks/s | limited by | with read reuse: tasks/s | limited by |", "|---:|---:|---|---:|---|"]
+                 f"{med(runs, 'total_per_1000'):.1f} | {max(x['peak_concurrency'] for x in runs)} | "
+                 f"{med(runs, 'claim_wait_p95'):.2f} |" if units and runs else
+                 f"| {key} | **{d['total']:.2f}** | — | — | — | {d['sns'] + d['sqs']:.2f} | — | — | — | — | — |")
+lines += ["", "Scale model, shards owned by claim lanes, one task per producer request. With stream starts (the template's "
+          "default) producers read nothing and each stream batch reads the queue's record once, so both columns are "
+          "the same; without them (a reserved concurrency): every request reading the record, and with read reuse "
+          "(each producer process sending 10 requests a second reads it at most every 0.5 s while the watcher allows it):",
+          "", "| shards | tasks/s | limited by | with read reuse: tasks/s | limited by |", "|---:|---:|---|---:|---|"]
 for key, v in r["scale"].items():
     if key.startswith("owned1@"):
         reuse = r["scale"][key.replace("owned1@", "owned1-reuse@")]

@@ -199,6 +199,7 @@ class ModelResult:
     arrivals: list[float] = field(default_factory=list)
     claim_waits: list[float] = field(default_factory=list)  # create -> first claim of every task (virtual s)
     handshake_requests: Counter = field(default_factory=Counter)  # producer touch / claim, worker watch / stop / poll
+    intervals: list[tuple[float, float]] = field(default_factory=list)  # every invocation's (start, end), any function
     # Stream starts: (virtual time the invocation starts, 0-based indices in ``arrivals`` of the tasks its batch names).
     stream_starts: list[tuple[float, list[int]]] = field(default_factory=list)
     # What each ProcessTasks invocation was: "wake-up" (SNS), "stream: ended" (claimed nothing: a watcher has the tasks,
@@ -234,8 +235,19 @@ class ModelResult:
             "claim_wait_p95": percentile(self.claim_waits, 95),
             "claim_wait_max": max(self.claim_waits, default=float("nan")),
             "handshake_requests_per_task": {k: v / self.tasks for k, v in self.handshake_requests.items()},
+            "peak_concurrency": peak_concurrency(self.intervals),
             "worker_sources_per_1000": {k: 1000.0 * v / self.tasks for k, v in self.worker_sources.items()},
         }
+
+
+def peak_concurrency(intervals: list[tuple[float, float]]) -> int:
+    """The most invocations (of any function) running at one instant: what Lambda's account concurrency must allow."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals], key=lambda e: (e[0], e[1]))
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    return peak
 
 
 class _Sim:
@@ -370,7 +382,11 @@ class _Sim:
 
         self.at(self.now + duration, finish)
 
-    def invoked(self, function: str, seconds: float, memory_mb: int, source: str | None = None) -> None:
+    def invoked(self, function: str, seconds: float, memory_mb: int, source: str | None = None,
+                start: float | None = None) -> None:
+        """An invocation of ``seconds`` from ``start`` (default now: the callers that know its length as it begins)."""
+        begun = self.now if start is None else start
+        self.result.intervals.append((begun, begun + seconds))
         self.result.invocations[function] += 1
         if source:
             self.result.trigger_sources[source] += 1
@@ -429,7 +445,7 @@ class _Sim:
             self.product_invocation(start)
 
     def end_invocation(self, start: float, tail: bool, from_stream: bool = False) -> None:
-        self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb)
+        self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb, start=start)
         self.worker_busy = False
         if from_stream:
             self.stream_in_flight -= 1  # the mapping's batch returns: another may go
@@ -649,7 +665,7 @@ class _Sim:
         self.product_invocation(start, from_stream=True)
 
     def end_stream_start(self, start: float) -> None:
-        self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb)
+        self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb, start=start)
         self.stream_in_flight -= 1
 
     def fast_path(self, start: float, batch: list[int], slots: int) -> None:

@@ -107,6 +107,9 @@ def build_table(r: dict[str, Any]) -> Table:
         t.add(f"ProcessTasks at {per_s(rate)}", spread(p, "worker_per_1000"), spread(s, "worker_per_1000"), seed_lifo, 1)
         t.add(f"all functions at {per_s(rate)}", spread(p, "total_per_1000"), spread(s, "total_per_1000"), seed_lifo, 1)
         t.add(f"SNS publishes at {per_s(rate)}", spread(p, "publishes_per_1000"), spread(s, "publishes_per_1000"), seed_lifo, 1)
+        if all("peak_concurrency" in run for run in p + s):  # runs from before the model counted it have none
+            t.add(f"peak Lambda concurrency at {per_s(rate)} (every function)", spread(p, "peak_concurrency"),
+                  spread(s, "peak_concurrency"), seed_lifo, 0)
         t.add(f"time to finish ÷ time to arrive at {per_s(rate)}", spread(p, "finish_over_arrival"),
               spread(s, "finish_over_arrival"), seed_lifo)
     pickup.add_rows(t, r["model"], RATES)
@@ -176,8 +179,8 @@ def build_table(r: dict[str, Any]) -> Table:
         t.add(f"{shards} shard{'s' if shards > 1 else ''}, runner keeping up, owned shards ({owned['workers']} workers)",
               owned["rate"], sc[f"product@idle@{shards}"]["rate"], "every worker reading every shard", 0)
     if "owned1@idle@1" in sc:
-        t.section(f"Scale model, shards owned by claim lanes, one task per producer request (each request reads the "
-                  f"queue's record once; target {TARGET_RATE:,} tasks/s)")
+        t.section(f"Scale model, shards owned by claim lanes, one task per producer request (stream starts: producers "
+                  f"read nothing, each stream batch reads the queue's record once; target {TARGET_RATE:,} tasks/s)")
         for shards in SHARDS:
             owned = sc[f"owned1@idle@{shards}"]
             t.add(f"{shards} shard{'s' if shards > 1 else ''}, one-task requests ({owned['workers']} workers)",

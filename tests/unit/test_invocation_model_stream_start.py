@@ -15,7 +15,7 @@ import pytest
 
 _environment = dict(os.environ)
 from bench.common import template_values  # noqa: E402 - imported between the environment's save and its restore
-from bench.invocation_model import DesignModel, ModelResult, product_model, simulate  # noqa: E402
+from bench.invocation_model import DesignModel, ModelResult, peak_concurrency, product_model, simulate  # noqa: E402
 from bench.lifo_runs import InsertRecords  # noqa: E402
 
 # bench.common sets the benchmarks' environment on import (metrics off, a bench service name): the other tests of this
@@ -166,3 +166,11 @@ def test_the_replay_hands_a_stream_start_the_inserts_of_the_tasks_its_batch_name
         assert record["eventSourceARN"].startswith("arn:aws:dynamodb:us-east-1:000000000000:table/")
         assert record["dynamodb"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
     assert len({r["eventID"] for r in records}) == 2
+
+
+def test_peak_concurrency_counts_the_invocations_running_at_one_instant() -> None:
+    assert peak_concurrency([]) == 0
+    assert peak_concurrency([(0.0, 1.0), (1.0, 2.0)]) == 1  # one ends as the next begins
+    assert peak_concurrency([(0.0, 3.0), (1.0, 2.0), (1.5, 4.0), (3.5, 5.0)]) == 3
+    # A stream start beside the watcher: two at once at 10 tasks/s, as the model reports it.
+    assert run(10.0, 300).summary()["peak_concurrency"] >= 2
