@@ -24,6 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import fields
 from enum import StrEnum
 from typing import Any
 
@@ -39,7 +40,6 @@ from taskqueue.core.states import TaskStatus
 from taskqueue.store import Candidate
 from taskqueue.store.table import candidate_of
 from taskqueue.wakeups.producer import LAPSE_MARGIN_SECONDS
-from taskqueue.wakeups.watch import ARRIVALS_POLL_SECONDS
 from taskqueue.work.claim_control import ClaimControl
 from taskqueue.work.delayed_view import DelayedView
 from taskqueue.work.fair_share import FairShare
@@ -134,11 +134,6 @@ class StreamStart(Worker):
     """Claims the tasks a stream batch names by key, runs them and ends (the claim, the run, the outcome and the
     heartbeat are the worker's own: ``Worker``)."""
 
-    def _beat_seconds(self) -> float:
-        """How long the loop waits on running tasks: short enough for the slots' renewal (at half their 5 s lease) and
-        the lease mark (2 s after a claim), as the worker's own final loop waits."""
-        return min(self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS)
-
     def run_named(self, queue: str, named: list[Candidate], record: WakeRecord, hold_seconds: float) -> tuple[WorkerReport, bool]:
         """Claim and run ``named`` (``record``: the queue's record as just read). Returns the report and whether tasks
         are left for the regular worker (no running-limit slot free, or a claim refused for now)."""
@@ -206,19 +201,12 @@ class StreamStart(Worker):
                     report.claimed += 1
                     report.claim_ages_ms.append(task.updated_ms - task.created_ms)
                     lease = Lease(task, self._store, self._owner, self._clock, slots.pop() if slots else None)
-                    ran: Future[None] = Future()
-                    recording[pool.submit(self._run_one, lease, report, ran)] = lease
-                    running[ran] = lease
+                    self._start(lease, report, pool, running, recording)
                 self._slots.keep(slots or [])
                 if left:
                     break
             self._slots.stop_claiming()
-            while running or recording:  # tasks in flight finish inside their leases, which the heartbeat keeps
-                wait(recording, timeout=self._beat_seconds(), return_when=FIRST_COMPLETED)
-                running = self._collect(running, report)
-                recording = self._collect(recording, report)
-                self._heartbeat(running.values(), report)
-                self._slots.renew()
+            self._drain(running, recording, report)
         report.shed += self._store.drain_shed().get(queue, 0)
         recovered = self._store.drain_recovered(queue)
         report.recovered += sum(recovered.values())
@@ -261,9 +249,11 @@ def start(
 
 
 def _merged(first: WorkerReport, then: WorkerReport) -> WorkerReport:
-    """One report for a stream start that claimed some tasks, then ran the worker for the rest."""
-    for name in ("recovered", "claimed", "succeeded", "failed", "released", "lost", "skipped", "errors", "retried",
-                 "shed", "limited", "too_long", "leases_renewed"):
-        setattr(then, name, getattr(first, name) + getattr(then, name))
+    """One report for a stream start that claimed some tasks, then ran the worker for the rest: every count summed (the
+    worker's flags and its stop kept)."""
+    for spec in fields(WorkerReport):
+        value = getattr(first, spec.name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            setattr(then, spec.name, value + getattr(then, spec.name))
     then.claim_ages_ms = first.claim_ages_ms + then.claim_ages_ms
     return then

@@ -423,9 +423,7 @@ class Worker:
                         task, self._store, self._owner, self._clock, slots.pop() if slots else None,
                         admitted if isinstance(admitted, Token) else None,
                     )
-                    ran: Future[None] = Future()
-                    recording[pool.submit(self._run_one, lease, report, ran)] = lease
-                    running[ran] = lease
+                    self._start(lease, report, pool, running, recording)
                     if fair.groups and untried:  # the claim weighs on its group now: the next free slot may go elsewhere
                         untried = fair.order(untried)
                 slots_held.keep(slots or [])
@@ -460,14 +458,7 @@ class Worker:
                 report.handed_over = self._hand_over_now(queue, report)
             report.lingered_ms += int(lingering.lingered_seconds * 1000)
             report.watched = watch.began  # a watch refused at first may have begun later
-            # Tasks in flight finish inside their leases, which the heartbeat keeps.
-            while running or recording:
-                wait(recording, timeout=min(self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS), return_when=FIRST_COMPLETED)
-                running = self._collect(running, report)
-                recording = self._collect(recording, report)
-                self._heartbeat(running.values(), report)
-                slots_held.renew()
-                fair.renew()
+            self._drain(running, recording, report)
         # Tail-call for claimable work, or for a retry the next invocation's budget will reach; not for a paused
         # queue, nor when the running limit stopped this run (the workers holding the slots tail-call).
         if report.handed_over:
@@ -609,6 +600,30 @@ class Worker:
 
     def _heartbeat_seconds(self) -> float:
         return max(0.05, self._settings.lease_seconds * (1 - 2 / 3) / 2)
+
+    def _beat_seconds(self) -> float:
+        """The longest wait on running tasks: short enough for the slots' renewal (at half their 5 s lease) and the
+        lease mark (2 s after a claim), which the loop's rounds make."""
+        return min(self._heartbeat_seconds(), ARRIVALS_POLL_SECONDS)
+
+    def _start(self, lease: Lease, report: WorkerReport, pool: ThreadPoolExecutor,
+               running: dict[Future[None], Lease], recording: dict[Future[None], Lease]) -> None:
+        """Run a claimed task on a runner thread: in ``running`` until its runner returns, in ``recording`` until its
+        outcome is written (``_run_one``)."""
+        ran: Future[None] = Future()
+        recording[pool.submit(self._run_one, lease, report, ran)] = lease
+        running[ran] = lease
+
+    def _drain(self, running: dict[Future[None], Lease], recording: dict[Future[None], Lease], report: WorkerReport) -> None:
+        """Claiming is over: the tasks in flight finish inside their leases, which the heartbeat keeps, their running-limit
+        and group slots renewed on their cadence meanwhile."""
+        while running or recording:
+            wait(recording, timeout=self._beat_seconds(), return_when=FIRST_COMPLETED)
+            running = self._collect(running, report)
+            recording = self._collect(recording, report)
+            self._heartbeat(running.values(), report)
+            self._slots.renew()
+            self._fair.renew()
 
     def _heartbeat(self, leases: Any, report: WorkerReport) -> None:
         try:  # unmarked leases of tasks still running a moment after their claim: marked on their index entries
