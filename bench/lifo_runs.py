@@ -176,26 +176,29 @@ class InsertRecords:
 
     def event(self, indices: list[int]) -> dict[str, Any]:
         """A TaskStream batch: the INSERTs of the tasks created ``indices``-th (0-based), in that order."""
-        records = []
-        for index in indices:
-            image = self.images[index]
-            records.append({
-                "eventID": f"{index + 1:032d}",
-                "eventName": "INSERT",
-                "eventVersion": "1.1",
-                "eventSource": "aws:dynamodb",
-                "awsRegion": "us-east-1",
-                "eventSourceARN": f"arn:aws:dynamodb:us-east-1:000000000000:table/{self.table}/stream/bench",
-                "dynamodb": {
-                    "ApproximateCreationDateTime": int(image["taskCreated"]["N"]) // 1000,
-                    "Keys": {k: image[k] for k in self.keys},
-                    "NewImage": image,
-                    "SequenceNumber": f"{index + 1:021d}",
-                    "SizeBytes": len(json.dumps(image)),
-                    "StreamViewType": self.view,
-                },
-            })
-        return {"Records": records}
+        return {"Records": [insert_record(self.images[index], index + 1, self.table, self.keys, self.view)
+                            for index in indices]}
+
+
+def insert_record(image: dict[str, Any], sequence: int, table: str, keys: list[str],
+                  view: str = "NEW_AND_OLD_IMAGES") -> dict[str, Any]:
+    """The stream's INSERT record of a task's item (``image``, raw attribute values), as Lambda delivers it."""
+    return {
+        "eventID": f"{sequence:032d}",
+        "eventName": "INSERT",
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "eventSourceARN": f"arn:aws:dynamodb:us-east-1:000000000000:table/{table}/stream/bench",
+        "dynamodb": {
+            "ApproximateCreationDateTime": int(image["taskCreated"]["N"]) // 1000,
+            "Keys": {k: image[k] for k in keys},
+            "NewImage": image,
+            "SequenceNumber": f"{sequence:021d}",
+            "SizeBytes": len(json.dumps(image)),
+            "StreamViewType": view,
+        },
+    }
 
 
 def idle_run(design: str, endpoint: str, rate: float, tasks: int, seed: int) -> dict[str, Any]:

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import common  # noqa: E402  (sets paths and environment)
 from bench.common import ROOT, RequestCount, ScaledClock, client_for  # noqa: E402
 from bench.cost_meter import CostMeter, Totals, summarize  # noqa: E402
-from bench.lifo_runs import CountingNotifier  # noqa: E402
+from bench.lifo_runs import CountingNotifier, insert_record  # noqa: E402
 from local.reports import tenants_report as figures  # noqa: E402
 
 SCENARIO = ROOT / "local" / "scenarios" / "tenants.json"
@@ -95,10 +95,7 @@ def _stream_event(reader: Any, table: str, task_ids: Any) -> dict[str, Any]:
             response = reader.batch_get_item(RequestItems={table: {"Keys": keys, "ConsistentRead": True}})
             items.update({item["taskId"]["S"]: item for item in response["Responses"].get(table, [])})
             keys = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
-    records = [{"eventName": "INSERT", "eventSource": "aws:dynamodb",
-                "dynamodb": {"Keys": {"taskId": items[i]["taskId"]}, "NewImage": items[i], "StreamViewType": "NEW_AND_OLD_IMAGES"}}
-               for i in ids if i in items]
-    return {"Records": records}
+    return {"Records": [insert_record(items[i], n, table, ["taskId"]) for n, i in enumerate(ids, start=1) if i in items]}
 
 
 def _create(queue_side: Any, group: str, count: int, ttl: int, grouped: bool) -> Any:
