@@ -244,5 +244,5 @@ def test_a_redrive_wakes_like_a_producer_a_watching_worker_sees_it_and_nothing_i
     assert before is not None
     result = as_json(cli, "redrive", task_id, topic=True)
     assert result["redriven"] == [task_id] and result["woken"] == []
-    assert store.read_wake_record("work").seq == before.seq + 1  # the watcher sees the write
+    assert store.read_record("work").seq == before.seq + 1  # the watcher sees the write
     assert topics.tail_calls() == [] and topics.wakeups() == []

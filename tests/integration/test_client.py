@@ -265,7 +265,7 @@ def test_connected_by_table_name_alone_says_wake_ups_rely_on_the_backstops(aws, 
     assert (enqueued.wakeup, enqueued.wakeup.cause) == ("failed", "no-topic")
     assert "WorkerWakeUpTopicArn" in enqueued.wakeup.problem
     assert len(client_warnings(caplog)) == 1  # said at connect; not again per enqueue
-    assert by_table.services.store.read_wake_record("work").wake_sent_ms is None  # nothing claimed for nobody
+    assert by_table.services.store.read_record("work").wake_sent_ms is None  # nothing claimed for nobody
     with pytest.raises(ConfigError, match="strict client must be able to wake workers.*WorkerWakeUpTopicArn"):
         TaskQueueClient.connect(table_name=TABLE, env=env, strict=True)
     # With the topic given, the wake-up goes out.

@@ -88,7 +88,7 @@ def test_a_retry_is_announced_and_claimed_when_due_and_the_head_is_raised_after(
     release = next(i for i, (op, kw) in enumerate(client.requests)
                    if op == "update_item" and "notBefore" in kw.get("ExpressionAttributeNames", {}).values())
     assert first_delayed > release  # nothing read the delayed partition before a delayed entry existed
-    record = worker_store.read_wake_record("work")
+    record = worker_store.read_record("work")
     assert record.delayed_seq == 1 and record.delayed_head_ms is None  # announced, then raised once it was done
 
 
@@ -114,12 +114,12 @@ def test_a_due_entry_the_looks_pass_over_is_searched_for_again_only_every_few_se
 
 def test_a_raise_waits_for_the_index_and_loses_to_a_writer_in_between(store, clock):
     (task_id,) = create(store, clock, delaySeconds=60)
-    seen = store.read_wake_record("work")
+    seen = store.read_record("work")
     not_before = store.get(task_id).not_before_ms
     assert seen.delayed_head_ms == not_before and seen.delayed_seq == 1
     # A look right after the announcement may not see the entry yet (GSI lag): it may not raise the head past it.
     assert store.raise_delayed_head("work", seen, None, clock.now_ms()) is None
-    assert store.read_wake_record("work").delayed_head_ms == not_before
+    assert store.read_record("work").delayed_head_ms == not_before
     clock.advance(1.0)
     # Another delayed entry announced after the reader read the record: its raise is refused.
     store.note_delayed("work", not_before + 5_000)
@@ -142,7 +142,7 @@ def test_an_entry_whose_writer_died_before_announcing_it_is_found_by_the_safety_
     clock.advance(3)
     assert Worker(store, lambda task: None, capacity=1, owner="w1", clock=clock).run("work", 5).claimed == 0
     run_safety_net(services)
-    assert store.read_wake_record("work").delayed_head_ms is not None
+    assert store.read_record("work").delayed_head_ms is not None
     assert Worker(store, lambda task: None, capacity=1, owner="w2", clock=clock).run("work", 5).succeeded == 1
 
 
@@ -202,7 +202,7 @@ def test_an_entry_announced_by_another_writer_makes_the_looks_read_every_delayed
         create(worker_store, clock, 2, group=group)
     clock.advance(5.0)
     control = ClaimControl(worker_store, "work", "w", clock, random.Random(1), lambda *_: False)
-    control.see_record(worker_store.read_wake_record("work"))
+    control.see_record(worker_store.read_record("work"))
     view = DelayedView(worker_store, control, clock)
     view.refresh()
     assert view.parts() == frozenset({(0, "b")})
@@ -212,7 +212,7 @@ def test_an_entry_announced_by_another_writer_makes_the_looks_read_every_delayed
     # Another worker releases a retry of group c: its announcement moves delayedSeq on; once this run reads the record,
     # its looks read every delayed partition again, and find c's entry when it falls due.
     (late,) = create(store, clock, delaySeconds=2, group="c")
-    control.see_record(worker_store.read_wake_record("work"))
+    control.see_record(worker_store.read_record("work"))
     assert view.parts() is None
     clock.advance(3.0)
     client.requests.clear()

@@ -86,7 +86,7 @@ def test_a_worker_that_stops_with_a_future_head_sets_the_schedule_at_it_and_does
     assert schedule["ActionAfterCompletion"] == "DELETE"
     assert schedule["Target"]["Arn"] == TARGET and schedule["Target"]["RoleArn"] == ROLE
     assert json.loads(schedule["Target"]["Input"]) == {"wakeQueue": "work", "reason": "delayed-head"}
-    assert store.read_wake_record("work").wake_at_ms == wake_schedule.wake_time_ms(head)
+    assert store.read_record("work").wake_at_ms == wake_schedule.wake_time_ms(head)
     assert scheduler_requests(scheduler)[:1] == ["create_schedule"]
 
 
@@ -111,9 +111,9 @@ def test_a_refused_scheduler_call_does_not_fail_the_run_and_the_next_stop_tries_
     report = run_worker(store, wakeups, clock)
     assert report.stopped_by == "empty" and report.errors == 0
     assert scheduled_at(scheduler) is None
-    assert store.read_wake_record("work").wake_at_ms is None  # given back: the next stop does not take it as covered
+    assert store.read_record("work").wake_at_ms is None  # given back: the next stop does not take it as covered
     run_worker(store, wakeups, clock)
-    at = store.read_wake_record("work").wake_at_ms
+    at = store.read_record("work").wake_at_ms
     assert at is not None and scheduled_at(scheduler) == at
 
 
@@ -167,7 +167,7 @@ def test_the_safety_net_sets_a_lost_schedule_again(services: Services, store, wa
     run_worker(store, wakeups, clock)
     at = scheduled_at(scheduler)
     scheduler.delete_schedule(Name=NAME)  # lost (deleted by hand, or never set)
-    assert store.read_wake_record("work").wake_at_ms == at  # the record still says covered: no stop would see it
+    assert store.read_record("work").wake_at_ms == at  # the record still says covered: no stop would see it
     assert run_safety_net(services, wakeups) == []
     assert scheduled_at(scheduler) == at
     scheduler.calls.clear()
@@ -206,8 +206,8 @@ def test_stores_on_both_engines_keep_only_the_earlier_wake_at(store, clock):
     assert store.set_wake_at("work", now + 20_000, now)  # earlier: moves
     assert store.set_wake_at("work", now + 90_000, now + 30_000)  # the recorded one has fired
     store.clear_wake_at("work", now + 1)  # not ours: kept
-    assert store.read_wake_record("work").wake_at_ms == now + 90_000
+    assert store.read_record("work").wake_at_ms == now + 90_000
     store.clear_wake_at("work", now + 90_000)
-    assert store.read_wake_record("work").wake_at_ms is None
+    assert store.read_record("work").wake_at_ms is None
 
 

@@ -225,7 +225,7 @@ def test_with_no_parameters_process_tasks_claims_nothing_and_reports_it(rehearse
 
     assert (result["claimed"], result["succeeded"], result["stopped_by"], result["watched"]) == (0, 0, "no-runner", False)
     assert [svc.store.get(t.task_id).status for t in tasks] == [TaskStatus.PENDING] * 3
-    assert not svc.store.read_wake_record("work").watched(svc.clock.now_ms())
+    assert not svc.store.read_record("work").watched(svc.clock.now_ms())
     counted = [(m.name, m.value, m.dims.get("queue")) for m in emitted(capsys.readouterr().out) if m.name == "NoTaskRunner"]
     assert counted == [("NoTaskRunner", 1, "work")]
     assert any("no task runner is configured" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")

@@ -485,7 +485,7 @@ def run_trigger(world: World) -> None:
     assert world.invoke(app, load_event("trigger-safety-net.json"))["woken"] == []
     # The schedule fires: Trigger wakes the queue if nobody watches it (nor is a wake-up in flight).
     assert world.invoke(app, {"wakeQueue": "work", "reason": "delayed-head"}) == {"woken": ["work"]}
-    record = store.read_wake_record("work")
+    record = store.read_record("work")
     assert record.wake_sent_ms is not None and store.withdraw_wake("work", record.wake_sent_ms)
     # Safety net: an expired lease to recover (and one out of attempts), claimable work, an expired entry to shed.
     taken_with_expired_lease(store, past, queue="work")
@@ -507,7 +507,7 @@ def run_trigger(world: World) -> None:
     assert world.invoke(app, load_event("trigger-sns-tail-call.json")) == {"woken": ["work"]}
     # Error path: SNS refuses the wake-up (the topic is gone): the record fails and is retried by the stream. (The
     # stream is a backstop: it wakes only a queue whose wake-up is not already in flight, so forget the last one.)
-    record = store.read_wake_record("work")
+    record = store.read_record("work")
     assert record.wake_sent_ms is not None and store.withdraw_wake("work", record.wake_sent_ms)
     boto3.client("sns").delete_topic(TopicArn=world.physical["WorkerWakeUpTopic"])
     assert world.invoke(app, load_event("trigger-stream-insert.json"))["batchItemFailures"]
@@ -576,7 +576,7 @@ def run_agent_events(world: World) -> None:
     waiting = seed(store, queue="calls")
     available = load_event("agent_events-agent-available.json")
     assert world.invoke(app, available)["outcome"] == "queued"
-    assert store.read_wake_record("calls").wake_sent_ms is not None
+    assert store.read_record("calls").wake_sent_ms is not None
     store.cancel(waiting.task_id)
     assert world.invoke(app, available)["outcome"] == "already-queued"
     changed = json.loads(json.dumps(available))

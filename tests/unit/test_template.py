@@ -471,7 +471,7 @@ def test_billing_mode_is_on_demand_by_default_and_provisioned_scales_every_table
 def test_the_streams_window_outlasts_a_dead_watchers_lease():
     """A task written while a dead watcher was still trusted is woken by the stream's Trigger: its window must end after
     the watch lease lapsed (docs/wakeups.md), or Trigger finds the dead watcher still trusted and wakes nobody."""
-    from taskqueue.core.handshake import WATCH_LEASE_SECONDS
+    from taskqueue.core.record import WATCH_LEASE_SECONDS
 
     default = TPL["Parameters"]["TriggerBatchingWindowSeconds"]["Default"]
     assert WATCH_LEASE_SECONDS <= default <= 2 * WATCH_LEASE_SECONDS

@@ -48,9 +48,13 @@ class WorkerTransitions(WorkFinding):
         if candidate.leased and self.recover_in_look(candidate, now_ms) is not TaskStatus.PENDING:
             return None
         expires = now_ms + self._settings.lease_seconds * 1000
-        # DynamoDB's TTL deletes late: an expired task must be refused here, not only skipped above.
-        condition = "#ttl > :nowSeconds AND (attribute_not_exists(notBefore) OR notBefore <= :now)"
-        values: dict[str, AttributeValue] = {":nowSeconds": {"N": str(now_ms // 1000)}}
+        # DynamoDB's TTL deletes late: an expired task must be refused here, not only skipped above. The entry must
+        # still be where the candidate was read (a stale stream image or index entry names a task since moved, e.g.
+        # released into its delayed partition: claimed from there, its entry would sit where no lease recovery looks).
+        condition = ("#ttl > :nowSeconds AND (attribute_not_exists(notBefore) OR notBefore <= :now) "
+                     "AND readyKey = :partition")
+        values: dict[str, AttributeValue] = {":nowSeconds": {"N": str(now_ms // 1000)},
+                                             ":partition": {"S": candidate.partition}}
         if run_within is not None:
             values[":runWithin"] = {"N": f"{run_within:.3f}"}
             fits = "runSeconds <= :runWithin"
