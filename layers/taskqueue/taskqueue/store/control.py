@@ -151,8 +151,12 @@ class QueueControls(QueueTable):
                     guessed.append(token)
             if len(guessed) == wanted:
                 return guessed
-        taken = self._take_tokens(SLOT, queue, limit, owner, wanted - len(guessed), until_ms, rng,
-                                  held=frozenset(token.index for token in guessed))
+        try:
+            taken = self._take_tokens(SLOT, queue, limit, owner, min(wanted, limit) - len(guessed), until_ms, rng,
+                                      held=frozenset(token.index for token in guessed))
+        except TaskQueueError:
+            self._give_back(guessed)  # or they would stay held, unused, until the invocation's end
+            raise
         return guessed + taken
 
     def free_token(self, token: Token) -> bool:
@@ -213,14 +217,16 @@ class QueueControls(QueueTable):
                 if self._take_lease(token, now_ms):
                     taken.append(token)
         except TaskQueueError:
-            # Refused midway: give back what was taken, or it would stay held, unused, until its invocation's end.
-            for token in taken:
-                try:
-                    self.free_token(token)
-                except TaskQueueError:
-                    pass  # it lapses with its lease
+            self._give_back(taken)  # refused midway: or what was taken would stay held, unused
             raise
         return taken
+
+    def _give_back(self, tokens: list[Token]) -> None:
+        for token in tokens:
+            try:
+                self.free_token(token)
+            except TaskQueueError:
+                pass  # it lapses with its lease
 
     def _token_expiries(self, kind: str, queue: str, count: int, *, consistent: bool = True) -> dict[int, int]:
         """Lease expiry (epoch ms) of every held slot of a kind; a slot never taken or freed is absent."""
