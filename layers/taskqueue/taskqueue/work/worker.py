@@ -153,6 +153,7 @@ class _Run:
         # Named tasks first, in the queue's order (a descending read of the index: the largest sort key is next).
         self.named = sorted(named, key=lambda c: c.ready_sort, reverse=True)
         self.stale: dict[str, float] = {}  # task id -> monotonic time until which its index entry is passed over
+        self.left_for_fresh: set[str] = set()  # tasks too long for this invocation's time left: the next one's
         self.stale_lock = threading.Lock()
 
     # ---- claiming -------------------------------------------------------------------------------------------
@@ -299,6 +300,7 @@ class _Run:
         self.tally.add("too_long")
         if not self.time.too_long(candidate.task_id, exc.run_seconds):
             logger.info("task left for a fresh invocation: too long for the time left", extra={"task_id": candidate.task_id})
+            self.left_for_fresh.add(candidate.task_id)
             return
         # No invocation of this worker could run it (its Timeout was lowered after the task was made): dead-letter it
         # with what to do, rather than leave it to be tail-called for and refused until its ttl.
@@ -348,7 +350,7 @@ class _Run:
         if report.stopped_by == "budget":
             report.work_remains = self.work_left()
         elif report.stopped_by == "empty":  # the last look saw nothing claimable: only what falls due, or is too long
-            report.work_remains = bool(self.time.found_too_long) or self.due_soon()
+            report.work_remains = bool(self.left_for_fresh) or self.due_soon()
         report.shed += self.store.drain_shed().get(self.queue, 0)
         recovered = self.store.drain_recovered(self.queue)  # dead workers' tasks its looks met (store/claims.py)
         report.recovered += sum(recovered.values())
@@ -357,7 +359,7 @@ class _Run:
             self.w._stopped(self.queue, self.delayed.next_due_ms(), self.record.record)
 
     def work_left(self) -> bool:
-        if self.time.found_too_long:  # a fresh invocation has the time these need
+        if self.left_for_fresh:  # a fresh invocation has the time these need
             return True
         try:
             query_delayed = self.delayed.worth_reading(self.clock.now_ms())
