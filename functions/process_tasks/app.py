@@ -81,7 +81,9 @@ def handle(
             handler_metrics.count("MalformedRecords", "unknown")
         for queue, shed in sorted(batch.shed.items()):
             handler_metrics.count("TasksShed", queue, shed)
-        reports = [run_queue(queue, batch.named.get(queue, []), remaining_seconds, owner, svc, task_runner, None)
+        # Each run logs under the creating request of the first task it was handed (taskqueue.core.correlation).
+        reports = [run_queue(queue, batch.named.get(queue, []), remaining_seconds, owner, svc, task_runner,
+                             _first_task(batch.first.get(queue), owner))
                    for queue in batch.runs]
         return _batch_report(reports)
     queue = queue_of_wakeup(event)
@@ -115,6 +117,10 @@ def run_queue(
     logger.info("worker finished", extra={"named": len(named)} | {
         k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
     return report
+
+
+def _first_task(first: tuple[str | None, str] | None, owner: str) -> Correlation | None:
+    return None if first is None else Correlation(first[0] or owner, first[1])
 
 
 def tail_call(queue: str, svc: Services, correlation: Correlation) -> None:

@@ -85,6 +85,7 @@ def test_no_batch_makes_reading_raise(records):
 
 def test_a_batch_is_a_list_of_dynamodb_records():
     assert is_stream_batch({"Records": [record("INSERT", task_image())]})
+    assert is_stream_batch({"Records": [7, record("INSERT", task_image())]})  # a bad record is read_batch's to skip
     assert not is_stream_batch({"Records": [{"EventSource": "aws:sns"}]}) and not is_stream_batch({"queue": "work"})
 
 

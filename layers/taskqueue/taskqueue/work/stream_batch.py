@@ -32,6 +32,8 @@ class StreamBatch:
     runs: list[str] = field(default_factory=list)  # the queues whose worker runs for this batch, in order
     shed: Counter[str] = field(default_factory=Counter)  # queue -> PENDING tasks DynamoDB's TTL deleted
     malformed: list[str] = field(default_factory=list)  # why each skipped record could not be read
+    # queue -> (the creating request's id, the task's id) of the first task it names: the run's correlation ids
+    first: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     oldest_s: float | None = None  # the earliest ApproximateCreationDateTime of its records (epoch s)
 
     def run(self, queue: str) -> None:
@@ -40,7 +42,8 @@ class StreamBatch:
 
 
 def is_stream_batch(event: object) -> bool:
-    return isinstance(event, Mapping) and isinstance(event.get("Records"), list) and bool(event["Records"]) and all(
+    """A DynamoDB stream batch (any of its records says so: one that cannot be read is skipped by ``read_batch``)."""
+    return isinstance(event, Mapping) and isinstance(event.get("Records"), list) and any(
         isinstance(r, Mapping) and r.get("eventSource") == "aws:dynamodb" for r in event["Records"])
 
 
@@ -86,6 +89,7 @@ def _read_record(record: Mapping[str, Any], served: Collection[str], batch: Stre
         return  # due later: the run schedules the queue's wake-up at its delayed head
     shard = int(new["shard"]["N"]) if "shard" in new else int(partition.split("#")[1])
     batch.named.setdefault(queue, []).append(candidate_of(new, queue, shard))
+    batch.first.setdefault(queue, (new.get("requestId", {}).get("S"), task_id))
 
 
 def _status(image: Mapping[str, Any]) -> str | None:
