@@ -45,6 +45,9 @@ def services() -> Services:
     return Services.from_env()
 
 
+# A stream batch whose oldest record is older than this (ApproximateCreationDateTime has whole seconds) was retried,
+# replayed or held behind a long run: its named tasks are read before they are claimed.
+OLD_BATCH_SECONDS = 5.0
 # WorkerReport.stopped_by of a run that had no runner to claim for.
 NO_RUNNER = "no-runner"
 
@@ -82,8 +85,11 @@ def handle(
         for queue, shed in sorted(batch.shed.items()):
             handler_metrics.count("TasksShed", queue, shed)
         # Each run logs under the creating request of the first task it was handed (taskqueue.core.correlation).
+        # An old batch (a retry, a replay, one held behind a long run) names tasks that may have moved on: they are
+        # read before they are claimed (a read unit each, where a refused claim costs a write).
+        old = batch.oldest_s is not None and svc.clock.now_ms() / 1000 - batch.oldest_s > OLD_BATCH_SECONDS
         reports = [run_queue(queue, batch.named.get(queue, []), remaining_seconds, owner, svc, task_runner,
-                             _first_task(batch.first.get(queue), owner))
+                             _first_task(batch.first.get(queue), owner), read_first=old)
                    for queue in batch.runs]
         return _batch_report(reports)
     queue = queue_of_wakeup(event)
@@ -94,7 +100,7 @@ def handle(
 
 def run_queue(
     queue: str, named: list[Candidate], remaining_seconds: float, owner: str, svc: Services,
-    task_runner: TaskRunner | None, correlation: Correlation | None,
+    task_runner: TaskRunner | None, correlation: Correlation | None, *, read_first: bool = False,
 ) -> WorkerReport:
     """One run of the worker loop for ``queue`` (``named``: tasks a stream batch made claimable, claimed first)."""
     correlation = correlation or Correlation(owner)
@@ -109,7 +115,7 @@ def run_queue(
     # Claims stop at the time budget, and each claim is of a task that can finish in this invocation (run_time).
     report = worker.run(
         queue, run_time.claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds),
-        hold_seconds=remaining_seconds, named=named,
+        hold_seconds=remaining_seconds, named=named, named_read_first=read_first,
     )
     if report.work_remains:
         tail_call(queue, svc, correlation)

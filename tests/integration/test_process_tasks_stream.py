@@ -120,3 +120,20 @@ def test_a_sample_insert_of_the_events_folder_runs_as_sam_local_invoke_would(sto
     report = app.handle(event, 120, "stream-1", svc, Runner())
     assert report.succeeded == 1
     assert svc.store.get(item["taskId"]["S"]).status is TaskStatus.SUCCESS
+
+
+def test_an_old_batch_reads_its_tasks_first_and_claims_only_those_still_waiting(store, clock):
+    """A replayed or retried batch (a recreated mapping reads up to StreamMaximumRecordAgeSeconds back): its tasks have
+    mostly moved on. One read each instead of a refused claim, a write each."""
+    svc, client = on(store, clock)
+    ids = create(svc.store, clock, 3)
+    images = [image(svc.store, i) for i in ids]
+    done = svc.store.claim(svc.store.candidates("work", 10)[0], "earlier-worker")
+    svc.store.complete(done, "earlier-worker")
+    event = batch(*[insert(i) for i in images])
+    for record in event["Records"]:
+        record["dynamodb"]["ApproximateCreationDateTime"] = clock.now_ms() // 1000 - 600  # ten minutes old
+    client.requests.clear()
+    report = app.handle(event, 120, "replay-1", svc, Runner())
+    assert (report.succeeded, report.lost) == (2, 0)
+    assert [op for op, _ in client.requests][0] == "batch_get_item"

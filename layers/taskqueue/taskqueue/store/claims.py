@@ -14,7 +14,7 @@ from taskqueue.core.run_time import effective_run_seconds
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.finding import WorkFinding
-from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, is_claimable
+from taskqueue.store.table import _BATCH_GET_LIMIT, READY_INDEX, AttributeValue, Candidate, is_claimable
 from taskqueue.store.unmarked_leases import LEASE_MARK_AFTER_SECONDS
 
 # What a runner reported of an attempt (taskqueue.work.progress); a claim removes them, so each attempt starts afresh.
@@ -98,6 +98,23 @@ class WorkerTransitions(WorkFinding):
         if not mark:
             self._unmarked.claimed(task.task_id, expires, now_ms)
         return task
+
+    def still_waiting(self, candidates: list[Candidate]) -> list[Candidate]:
+        """Those of ``candidates`` still PENDING where they were read (one strongly consistent BatchGetItem a hundred,
+        a read unit each): what an old stream batch names may have been claimed, or have moved, since; a claim of it
+        would be refused and still cost its write."""
+        waiting: set[str] = set()
+        for start in range(0, len(candidates), _BATCH_GET_LIMIT):
+            part = candidates[start : start + _BATCH_GET_LIMIT]
+            request = {self._table: {"Keys": [{"taskId": {"S": c.task_id}} for c in part], "ConsistentRead": True,
+                                     "ProjectionExpression": "taskId, taskStatus, readyKey, notBefore"}}
+            places = {c.task_id: c.partition for c in part}
+            for item in self._batch_get(request):
+                task_id = item["taskId"]["S"]
+                if (item.get("taskStatus", {}).get("S") == TaskStatus.PENDING.value and "notBefore" not in item
+                        and item.get("readyKey", {}).get("S") == places[task_id]):
+                    waiting.add(task_id)
+        return [c for c in candidates if c.task_id in waiting]
 
     def _refused_as_running(self, candidate: Candidate, item: Mapping[str, Any], now_ms: int) -> None:
         """A claim lost to a task that runs with no lease mark on its entry (another store's lone watcher claimed

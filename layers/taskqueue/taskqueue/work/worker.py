@@ -97,16 +97,21 @@ class Worker:
 
     def run(
         self, queue: str, claim_seconds: float, hold_seconds: float | None = None, named: Sequence[Candidate] = (),
+        *, named_read_first: bool = False,
     ) -> WorkerReport:
-        """Claim and run tasks of ``queue`` for ``claim_seconds``, ``named`` ones first. ``hold_seconds``: how long this
-        invocation may hold a claimed task (its remaining time): a lease shorter than that is refused before any claim,
-        since a task could be recovered and run twice while it still runs if every heartbeat failed."""
+        """Claim and run tasks of ``queue`` for ``claim_seconds``, ``named`` ones first (``named_read_first``: they come
+        from an old stream batch, so those no longer waiting are left out by one read before any claim).
+        ``hold_seconds``: how long this invocation may hold a claimed task (its remaining time): a lease shorter than
+        that is refused before any claim, since a task could be recovered and run twice while it still runs if every
+        heartbeat failed."""
         lease_seconds = self._settings.lease_seconds
         if hold_seconds is not None and lease_seconds < hold_seconds:
             raise ConfigError(
                 f"LEASE_SECONDS={lease_seconds} is shorter than this invocation can hold a task ({hold_seconds:.0f} s, "
                 "its remaining time): set LeaseSeconds to at least the function's Timeout"
             )
+        if named and named_read_first:
+            named = self._store.still_waiting(list(named))
         run = _Run(self, queue, claim_seconds, hold_seconds, named)
         try:
             run.claim()
@@ -122,8 +127,7 @@ class _Run:
     def __init__(
         self, worker: Worker, queue: str, claim_seconds: float, hold_seconds: float | None, named: Sequence[Candidate]
     ) -> None:
-        self.w = worker
-        w = worker
+        self.w = w = worker
         self.report = report = WorkerReport(queue=queue)
         self.tally = tally = Tally(report)
         self.queue = queue
@@ -135,10 +139,7 @@ class _Run:
         hold = hold_seconds if hold_seconds is not None else (w._settings.worker_timeout_seconds or 900.0)
         until_ms = self.clock.now_ms() + int(hold * 1000) + 1_000
 
-        def refused(what: str, exc: Exception, then: str) -> bool:
-            return tally.refused_for_now(what, exc, then)
-
-        self.record = RecordView(self.store, queue, self.clock, refused)
+        self.record = RecordView(self.store, queue, self.clock, tally.refused_for_now)
         self.delayed = DelayedView(self.store, self.record, self.clock)
         self.slots = HeldSlots(self.store, queue, w._owner, until_ms, lambda: tally.add("errors"))
         self.fair = FairShare(self.store, queue, w._owner, self.clock, w._rng, lambda: tally.add("errors"),
@@ -148,8 +149,7 @@ class _Run:
         # A thread more per runner slot: an outcome is written while the next task runs.
         self.threads = w._threads(2 * w._capacity)
         self.tasks = RunningTasks(self.threads, self.store, w._owner, attempt=self.outcomes.attempt, freed=self._freed,
-                                  count=tally.add,
-                                  refused=tally.refused_for_now)
+                                  count=tally.add, refused=tally.refused_for_now)
         # Named tasks first, in the queue's order (a descending read of the index: the largest sort key is next).
         self.named = sorted(named, key=lambda c: c.ready_sort, reverse=True)
         self.stale: dict[str, float] = {}  # task id -> monotonic time until which its index entry is passed over
@@ -374,8 +374,7 @@ class _Run:
             return True
 
     def due_soon(self) -> bool:
-        """A delayed entry falls due within the next invocation's budget (and, with a scheduled wake-up, within the
-        wait horizon: a later one is scheduled instead)."""
+        """A delayed entry falls due within the next budget (and the wait horizon, with a scheduled wake-up)."""
         due_in = self.delayed.due_in_seconds()
         return due_in is not None and due_in < min(self.w._settings.time_budget_seconds, self.w._horizon)
 
