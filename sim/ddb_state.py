@@ -1,0 +1,235 @@
+"""The fake DynamoDB's state (tables, streams, capacity, virtual time) and the request checks every operation shares.
+
+``Database.store`` is the one way an item changes: the table and its indexes follow, the stream gets its record,
+and a write that leaves the item as it was changes nothing (no index write, no stream record). The checks raise
+``Invalid`` (ValidationException) with DynamoDB's own wording, so the product meets the refusals it would meet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sim.ddb_capacity import Capacity
+from sim.ddb_eval import EvalError, condition, projection, update
+from sim.ddb_expressions import CONDITION, FILTER, KEY_CONDITION, PROJECTION, UPDATE, Parsed, parse
+from sim.ddb_streams import StreamLog
+from sim.ddb_tables import Key, Table
+from sim.ddb_values import (
+    MAX_HASH_KEY_BYTES,
+    MAX_ITEM_BYTES,
+    MAX_RANGE_KEY_BYTES,
+    Invalid,
+    InvalidValue,
+    Item,
+    Value,
+    check_value,
+    copy_value,
+    items_equal,
+    type_of,
+)
+from bench.cost_meter import item_size
+
+__all__ = ["Database", "NotFound", "ConditionFailed", "Cancelled", "Expressions", "EvalError", "Invalid"]
+
+
+class NotFound(Exception):
+    """ResourceNotFoundException: no such table or index."""
+
+
+class ConditionFailed(Exception):
+    """ConditionalCheckFailedException; ``item``: the item as it was, when the request asked for it."""
+
+    def __init__(self, item: Item | None) -> None:
+        super().__init__("The conditional request failed")
+        self.item = item
+
+
+class Cancelled(Exception):
+    """TransactionCanceledException with one reason per item ({"Code": "None"} for the items not at fault)."""
+
+    def __init__(self, reasons: list[dict[str, Any]]) -> None:
+        codes = ", ".join(r["Code"] for r in reasons)
+        super().__init__(f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]")
+        self.reasons = reasons
+
+
+class Database:
+    def __init__(self, now_us: Callable[[], int], epoch_ms: Callable[[], int]) -> None:
+        self.tables: dict[str, Table] = {}
+        self.streams: dict[str, StreamLog] = {}
+        self.capacity = Capacity()
+        self.sequence = 0
+        self.now_us = now_us
+        self.epoch_ms = epoch_ms
+
+    def table(self, name: Any) -> Table:
+        table = self.tables.get(name) if isinstance(name, str) else None
+        if table is None:
+            raise NotFound(f"Requested resource not found: Table: {name} not found")
+        return table
+
+    def store(self, table: Table, key: Key, old: Item | None, new: Item | None, *, ttl: bool = False) -> bool:
+        """Write ``new`` (None: delete) over ``old``; False when nothing changed."""
+        if old is None and new is None:
+            return False
+        if old is not None and new is not None and items_equal(old, new):
+            return False
+        table.write(key, old, new, self.now_us())
+        log = self.streams.get(table.schema.name)
+        if log is not None:
+            self.sequence += 1
+            log.append(self.sequence, self.epoch_ms() / 1000, old, new, ttl=ttl)
+        return True
+
+
+# ---- keys and items -----------------------------------------------------------------------------------------
+
+
+def request_key(table: Table, key: Any) -> tuple[Key, Item]:
+    """A request's Key: exactly the table's key attributes, of their types."""
+    schema = table.schema
+    if not isinstance(key, Mapping) or set(key) != set(schema.key_names):
+        raise Invalid("The provided key element does not match the schema")
+    for name in schema.key_names:
+        _check_key_value(table, name, key[name])
+    copy = {name: copy_value(key[name]) for name in schema.key_names}
+    return table.key_of(copy), copy
+
+
+def _check_key_value(table: Table, name: str, value: Any) -> None:
+    check_value(value, name)
+    expected = table.schema.types.get(name)
+    actual = type_of(value)
+    if actual != expected:
+        raise Invalid(f"One or more parameter values were invalid: Type mismatch for key {name} expected: {expected} "
+                      f"actual: {actual}")
+    data = value[actual]
+    if actual in ("S", "B") and len(data) == 0:
+        raise Invalid("One or more parameter values are not valid. The AttributeValue for a key attribute cannot "
+                      f"contain an empty {'string' if actual == 'S' else 'binary'} value. Key: {name}")
+    size = len(data.encode("utf-8")) if actual == "S" else len(data) if actual == "B" else 0
+    if name == table.schema.hash_key and size > MAX_HASH_KEY_BYTES:
+        raise Invalid("One or more parameter values were invalid: Size of hashkey has exceeded the maximum size "
+                      f"limit of{MAX_HASH_KEY_BYTES} bytes")
+    if name == table.schema.range_key and size > MAX_RANGE_KEY_BYTES:
+        raise Invalid("One or more parameter values were invalid: Aggregated size of all range keys has exceeded the "
+                      f"size limit of {MAX_RANGE_KEY_BYTES} bytes")
+
+
+def check_new_item(table: Table, item: Mapping[str, Value], *, update: bool = False) -> None:
+    """An item about to be written: its key, its index keys, its size (values were checked on the way in)."""
+    schema = table.schema
+    for name in schema.key_names:
+        if name not in item:
+            raise Invalid(f"One or more parameter values were invalid: Missing the key {name} in the item")
+        _check_key_value(table, name, item[name])
+    for index in schema.indexes:
+        for name in index.key_names:
+            value = item.get(name)
+            if value is None:
+                continue
+            expected, actual = schema.types.get(name), type_of(value)
+            if actual != expected:
+                raise Invalid(f"One or more parameter values were invalid: Type mismatch for Index Key {name} "
+                              f"Expected: {expected} Actual: {actual} IndexName: {index.name}")
+            if actual in ("S", "B") and len(value[actual]) == 0:
+                raise Invalid("One or more parameter values are not valid. A value specified for a secondary index "
+                              "key is not supported. The AttributeValue for a key attribute cannot contain an empty "
+                              f"string value. IndexName: {index.name}, IndexKey: {name}")
+    if item_size(item) > MAX_ITEM_BYTES:
+        raise Invalid("Item size to update has exceeded the maximum allowed size" if update
+                      else "Item size has exceeded the maximum allowed size")
+
+
+def incoming_item(table: Table, item: Any) -> Item:
+    """A PutItem's (or Put's) Item, checked and copied."""
+    if not isinstance(item, Mapping):
+        raise Invalid("One or more parameter values were invalid: Item must be a map")
+    for name, value in item.items():
+        check_value(value, name)
+    copy = {name: copy_value(value) for name, value in item.items()}
+    check_new_item(table, copy)
+    return copy
+
+
+# ---- expressions ------------------------------------------------------------------------------------------
+
+
+class Expressions:
+    """A request's expressions parsed, its placeholders checked both ways (every one used is defined, every one
+    defined is used), its values checked and copied."""
+
+    def __init__(self, params: Mapping[str, Any], kinds: tuple[str, ...]) -> None:
+        self.parsed: dict[str, Parsed] = {}
+        for kind in kinds:
+            text = params.get(kind)
+            if text is not None:
+                self.parsed[kind] = parse(kind, text)
+        names = params.get("ExpressionAttributeNames")
+        values = params.get("ExpressionAttributeValues")
+        if names is not None and not self.parsed:
+            raise Invalid("ExpressionAttributeNames can only be specified when using expressions")
+        if values is not None and not self.parsed:
+            raise Invalid("ExpressionAttributeValues can only be specified when using expressions")
+        if values is not None and not values:
+            raise Invalid("ExpressionAttributeValues must not be empty")
+        if names is not None and not names:
+            raise Invalid("ExpressionAttributeNames must not be empty")
+        self.names: Mapping[str, str] = names or {}
+        used_names = set().union(*(p.names for p in self.parsed.values())) if self.parsed else set()
+        used_values = set().union(*(p.values for p in self.parsed.values())) if self.parsed else set()
+        for name in sorted(used_names):
+            if name not in self.names:
+                raise Invalid(f"Invalid {self._kind_using(name)}: An expression attribute name used in the document "
+                              f"path is not defined; attribute name: {name}")
+        for value in sorted(used_values):
+            if value not in (values or {}):
+                raise Invalid(f"Invalid {self._kind_using(value)}: An expression attribute value used in expression "
+                              f"is not defined; attribute value: {value}")
+        unused = sorted(set(self.names) - used_names)
+        if unused:
+            raise Invalid(f"Value provided in ExpressionAttributeNames unused in expressions: keys: {{{', '.join(unused)}}}")
+        unused = sorted(set(values or {}) - used_values)
+        if unused:
+            raise Invalid(f"Value provided in ExpressionAttributeValues unused in expressions: keys: {{{', '.join(unused)}}}")
+        self.values: dict[str, Value] = {}
+        for name, value in (values or {}).items():
+            check_value(value, name)
+            self.values[name] = copy_value(value)
+
+    def _kind_using(self, placeholder: str) -> str:
+        for kind, parsed in self.parsed.items():
+            if placeholder in parsed.names or placeholder in parsed.values:
+                return kind
+        return "Expression"
+
+    def holds(self, kind: str, item: Mapping[str, Value] | None) -> bool:
+        """Does the condition (or filter) ``kind`` hold for ``item`` (None: no item)? True without one."""
+        parsed = self.parsed.get(kind)
+        if parsed is None:
+            return True
+        return condition(parsed, self.names)(item or {}, self.values)
+
+    def updated(self, item: Mapping[str, Value], key_names: tuple[str, ...]) -> tuple[Item, frozenset[str]]:
+        """The item after the UpdateExpression, and the top-level names it touched."""
+        parsed = self.parsed.get(UPDATE)
+        if parsed is None:
+            return dict(item), frozenset()
+        plan = update(parsed, self.names)
+        touched = plan.top_names
+        for name in key_names:
+            if name in touched:
+                raise Invalid(f"One or more parameter values were invalid: Cannot update attribute {name}. This "
+                              "attribute is part of the key")
+        return plan.apply(item, self.values), touched
+
+    def project(self, item: Mapping[str, Value]) -> Mapping[str, Value]:
+        parsed = self.parsed.get(PROJECTION)
+        return projection(parsed, self.names)(item) if parsed is not None else item
+
+
+ITEM_KINDS = (CONDITION, UPDATE)
+READ_KINDS = (PROJECTION,)
+QUERY_KINDS = (KEY_CONDITION, FILTER, PROJECTION)
+SCAN_KINDS = (FILTER, PROJECTION)
