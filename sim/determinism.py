@@ -19,8 +19,28 @@ from contextlib import contextmanager
 from typing import Any
 
 
+class Entropy:
+    """The simulation's entropy stream (``rng``) while ``deterministic_entropy`` is active. ``paused()``: the real
+    randomness for a while, for code outside the simulation (a real SDK client's request ids) whose draws must not
+    shift the simulation's."""
+
+    def __init__(self, rng: random.Random, install: Any, uninstall: Any) -> None:
+        self.rng = rng
+        self._install, self._uninstall = install, uninstall
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        state = random.getstate()
+        self._uninstall()
+        try:
+            yield
+        finally:
+            random.setstate(state)
+            self._install()
+
+
 @contextmanager
-def deterministic_entropy(seed: int) -> Iterator[random.Random]:
+def deterministic_entropy(seed: int) -> Iterator[Entropy]:
     """Yields the entropy stream; see the module docstring."""
     entropy = random.Random(f"sim-entropy/{seed}")
     real_random, real_uuid4 = random.Random, uuid.uuid4
@@ -35,12 +55,18 @@ def deterministic_entropy(seed: int) -> Iterator[random.Random]:
     def uuid4() -> uuid.UUID:
         return uuid.UUID(int=entropy.getrandbits(128), version=4)
 
-    random.seed(entropy.getrandbits(64))
-    random.Random = SeededRandom  # type: ignore[misc]
-    uuid.uuid4 = uuid4
-    try:
-        yield entropy
-    finally:
+    def install() -> None:
+        random.Random = SeededRandom  # type: ignore[misc]
+        uuid.uuid4 = uuid4
+
+    def uninstall() -> None:
         random.Random = real_random  # type: ignore[misc]
         uuid.uuid4 = real_uuid4
+
+    random.seed(entropy.getrandbits(64))
+    install()
+    try:
+        yield Entropy(entropy, install, uninstall)
+    finally:
+        uninstall()
         random.setstate(saved_state)

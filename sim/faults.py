@@ -21,6 +21,7 @@ Errors are ``botocore.exceptions.ClientError`` with the response botocore parses
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +119,9 @@ class FakeService:
         self.faults = faults
         self.rng = rng or (kernel.rng if kernel is not None else random.Random(0))
         self.requests = 0
+        # Without a kernel, real threads may call at once (the product's thread pools in a plain test): one at a
+        # time, as a service applies each request whole. Under the kernel only one task runs anyway.
+        self._alone = threading.RLock()
 
     def serve(self, operation: str, params: Mapping[str, Any], run: Callable[[Fault | None], Any]) -> Any:
         """One request: the fault hook asked, then (through the kernel: yield points, latency) ``run(fault)``."""
@@ -143,7 +147,8 @@ class FakeService:
             return result
 
         if kernel is None:
-            return apply()
+            with self._alone:
+                return apply()
         return kernel.request(f"{self.service}.{operation}", apply,
                               before_s=fault.before_s if fault else None, after_s=fault.after_s if fault else None)
 
