@@ -18,7 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.ddb_expressions import ExpressionError, Parsed
-from sim.ddb_values import SET_TYPES, Invalid, Item, Value, compare, decimal_of, equal, number_text, size_of
+from sim.ddb_values import (
+    SET_TYPES,
+    Invalid,
+    Item,
+    Value,
+    compare,
+    decimal_of,
+    equal,
+    number_text,
+    size_of,
+    type_of,
+)
 
 Getter = Callable[[Mapping[str, Value], Mapping[str, Value]], Value | None]
 Check = Callable[[Mapping[str, Value], Mapping[str, Value]], bool]
@@ -100,6 +111,44 @@ def operand(tree: tuple[Any, ...], names: Mapping[str, str]) -> Getter:
     raise ExpressionError(f"an operand cannot be {kind}")
 
 
+def check_literals(tree: tuple[Any, ...], values: Mapping[str, Value]) -> None:
+    """What DynamoDB refuses in a condition from its values alone, before it reads any item (so also in a branch
+    that AND or OR would skip): ordering (``<``, BETWEEN) of a type other than S, N and B, BETWEEN bounds of two
+    types or out of order, begins_with of a number, attribute_type of an unknown type."""
+    kind = tree[0]
+    if kind in ("and", "or"):
+        check_literals(tree[1], values)
+        check_literals(tree[2], values)
+    elif kind == "not":
+        check_literals(tree[1], values)
+    elif kind in ("cmp", "between"):
+        operands = [tree[2], tree[3]] if kind == "cmp" else [tree[1], tree[2], tree[3]]
+        op = tree[1] if kind == "cmp" else "BETWEEN"
+        if op not in ("=", "<>"):
+            for found in (values[o[1]] for o in operands if o[0] == "value"):
+                if type_of(found) not in ("S", "N", "B"):
+                    raise EvalError("Invalid ConditionExpression: Incorrect operand type for operator or function; "
+                                    f"operator or function: {op}, operand type: {type_of(found)}")
+        if kind == "between" and tree[2][0] == "value" and tree[3][0] == "value":
+            low, high = values[tree[2][1]], values[tree[3][1]]
+            if low.keys() != high.keys():
+                raise EvalError("Invalid ConditionExpression: The BETWEEN operator requires same data type for lower "
+                                f"and upper bounds; lower bound operand: AttributeValue: {_shown_value(low)}, upper "
+                                f"bound operand: AttributeValue: {_shown_value(high)}")
+            if (compare(low, high) or 0) > 0:
+                raise EvalError("Invalid ConditionExpression: The BETWEEN operator requires upper bound to be greater "
+                                f"than or equal to lower bound; lower bound operand: AttributeValue: "
+                                f"{_shown_value(low)}, upper bound operand: AttributeValue: {_shown_value(high)}")
+    elif kind == "fn" and len(tree[2]) > 1 and tree[2][1][0] == "value":
+        found = values[tree[2][1][1]]
+        if tree[1] == "begins_with" and type_of(found) not in ("S", "B"):
+            raise EvalError("Invalid ConditionExpression: Incorrect operand type for operator or function; "
+                            f"operator or function: begins_with, operand type: {type_of(found)}")
+        if tree[1] == "attribute_type" and (type_of(found) != "S" or found["S"] not in _TYPE_WORDS):
+            raise EvalError(f"Invalid ConditionExpression: Invalid attribute type name found; type: "
+                            f"{found.get('S', found)}, valid types: {{N,BS,L,B,NULL,M,S,SS,NS,BOOL}}")
+
+
 def _ordered(op: str, a: Getter, b: Getter) -> Check:
     tests = {"<": lambda c: c < 0, "<=": lambda c: c <= 0, ">": lambda c: c > 0, ">=": lambda c: c >= 0}
     test = tests[op]
@@ -111,8 +160,41 @@ def _ordered(op: str, a: Getter, b: Getter) -> Check:
     return check
 
 
+def _shown_value(value: Value | None) -> str:
+    if value is None:
+        return "null"
+    ((kind, data),) = value.items()
+    return f"{{{kind}:{data}}}"
+
+
+def _resolved(tree: tuple[Any, ...], names: Mapping[str, str]) -> Any:
+    if tree[0] == "path":
+        return ("path", resolve(tree, names))
+    if tree[0] == "size":
+        return ("size", resolve(tree[1], names))
+    return tree
+
+
+def _distinct(op: str, operands: list[tuple[Any, ...]], names: Mapping[str, str]) -> None:
+    """DynamoDB refuses an operator whose first operand (an attribute) appears again among the others."""
+    first = _resolved(operands[0], names)
+    if first[0] == "path" and any(_resolved(o, names) == first for o in operands[1:]):
+        shown = _shown(first[1])
+        raise ExpressionError("Invalid ConditionExpression: The first operand must be distinct from the remaining "
+                              f"operands for this operator or function; operator: {op}, first operand: {shown}")
+
+
 def _condition(tree: tuple[Any, ...], names: Mapping[str, str]) -> Check:
     kind = tree[0]
+    if kind in ("cmp", "between"):
+        _distinct(tree[1] if kind == "cmp" else "BETWEEN", list(tree[2:] if kind == "cmp" else tree[1:]), names)
+    elif kind == "in":
+        _distinct("IN", [tree[1], *tree[2]], names)
+    elif kind == "fn" and len(tree[2]) > 1:
+        _distinct(tree[1], list(tree[2]), names)
+        if tree[1] == "begins_with" and tree[2][1][0] == "size":
+            raise ExpressionError("Invalid ConditionExpression: Incorrect operand type for operator or function; "
+                                  "operator or function: begins_with, operand type: N")
     if kind in ("and", "or"):
         left, right = _condition(tree[1], names), _condition(tree[2], names)
         if kind == "and":
@@ -132,13 +214,8 @@ def _condition(tree: tuple[Any, ...], names: Mapping[str, str]) -> Check:
         a, low, high = operand(tree[1], names), operand(tree[2], names), operand(tree[3], names)
 
         def between(item: Mapping[str, Value], values: Mapping[str, Value]) -> bool:
-            lo, hi = low(item, values), high(item, values)
-            if (compare(lo, hi) or 0) > 0:
-                raise EvalError("Invalid ConditionExpression: The BETWEEN operator requires upper bound to be greater "
-                                f"than or equal to lower bound; lower bound operand: AttributeValue: {lo}, upper bound "
-                                f"operand: AttributeValue: {hi}")
             x = a(item, values)
-            first, second = compare(x, lo), compare(x, hi)
+            first, second = compare(x, low(item, values)), compare(x, high(item, values))
             return first is not None and second is not None and first >= 0 and second <= 0
 
         return between
@@ -160,21 +237,13 @@ def _function(name: str, args: list[Getter]) -> Check:
     second = args[1]
     if name == "attribute_type":
         def attribute_type(item: Mapping[str, Value], values: Mapping[str, Value]) -> bool:
-            wanted = second(item, values) or {}
-            if set(wanted) != {"S"} or wanted["S"] not in _TYPE_WORDS:
-                raise EvalError(f"Invalid ConditionExpression: Invalid attribute type name found; type: "
-                                f"{wanted.get('S', wanted)}, valid types: {{ B,NULL,SS,BOOL,L,BS,N,NS,S,M }}")
-            value = first(item, values)
-            return value is not None and wanted["S"] in value
+            wanted, value = second(item, values), first(item, values)
+            return value is not None and wanted is not None and wanted.get("S") in value
 
         return attribute_type
     if name == "begins_with":
         def begins_with(item: Mapping[str, Value], values: Mapping[str, Value]) -> bool:
-            prefix = second(item, values)
-            if prefix is not None and not ({"S", "B"} & set(prefix)):
-                raise EvalError("Invalid ConditionExpression: Incorrect operand type for operator or function; "
-                                f"operator or function: begins_with, operand type: {next(iter(prefix))}")
-            value = first(item, values)
+            prefix, value = second(item, values), first(item, values)
             if value is None or prefix is None or value.keys() != prefix.keys():
                 return False
             if "S" in value:
@@ -211,9 +280,12 @@ class UpdatePlan:
     deletes: tuple[tuple[Path, Getter], ...]
 
     @property
+    def paths(self) -> list[Path]:
+        return [p for p, _ in self.sets] + list(self.removes) + [p for p, _ in self.adds] + [p for p, _ in self.deletes]
+
+    @property
     def top_names(self) -> frozenset[str]:
-        paths = [p for p, _ in self.sets] + list(self.removes) + [p for p, _ in self.adds] + [p for p, _ in self.deletes]
-        return frozenset(p[0] for p in paths)
+        return frozenset(p[0] for p in self.paths)
 
     def apply(self, item: Mapping[str, Value], values: Mapping[str, Value]) -> Item:
         """The item after the update (``item`` is left as it was)."""
@@ -343,20 +415,27 @@ def _set_in(container: Value, rest: Path, value: Value) -> Value:
 
 
 def _remove_at(item: Item, path: Path) -> None:
+    """REMOVE: a missing attribute (or list element, or map member) is left alone; a path through something that
+    is not there (or not a list or map) is refused."""
     if len(path) == 1:
         item.pop(path[0], None)
         return
     top = item.get(path[0])
-    if top is not None:
-        changed = _removed_in(top, path[1:])
-        if changed is not None:
-            item[path[0]] = changed
+    if top is None:
+        raise EvalError(_BAD_PATH)
+    changed = _removed_in(top, path[1:])
+    if changed is not None:
+        item[path[0]] = changed
 
 
 def _removed_in(container: Value, rest: Path) -> Value | None:
     element = rest[0]
     if isinstance(element, int):
-        if "L" not in container or element >= len(container["L"]):
+        if "L" not in container:
+            raise EvalError(_BAD_PATH)
+        if element >= len(container["L"]):
+            if len(rest) > 1:
+                raise EvalError(_BAD_PATH)
             return None
         elements = list(container["L"])
         if len(rest) == 1:
@@ -367,7 +446,11 @@ def _removed_in(container: Value, rest: Path) -> Value | None:
                 return None
             elements[element] = inner
         return {"L": elements}
-    if "M" not in container or element not in container["M"]:
+    if "M" not in container:
+        raise EvalError(_BAD_PATH)
+    if element not in container["M"]:
+        if len(rest) > 1:
+            raise EvalError(_BAD_PATH)
         return None
     members = dict(container["M"])
     if len(rest) == 1:
@@ -378,6 +461,14 @@ def _removed_in(container: Value, rest: Path) -> Value | None:
             return None
         members[element] = inner
     return {"M": members}
+
+
+def _check_parent(item: Mapping[str, Value], path: Path) -> None:
+    """A nested path must lead through a list or map that is there."""
+    if len(path) > 1:
+        parent = value_at(item, path[:-1])
+        if parent is None or ("L" if isinstance(path[-1], int) else "M") not in parent:
+            raise EvalError(_BAD_PATH)
 
 
 def _add(item: Item, path: Path, old: Value | None, value: Value) -> None:
@@ -409,6 +500,7 @@ def _delete(item: Item, path: Path, old: Value | None, value: Value) -> None:
         raise EvalError(f"Invalid UpdateExpression: Incorrect operand type for operator or function; operator: "
                         f"DELETE, operand type: {_TYPE_WORDS.get(kind, kind)}")
     if old is None:
+        _check_parent(item, path)
         return
     if kind not in old:
         raise EvalError(_WRONG_TYPE)
@@ -437,6 +529,11 @@ def projection(parsed: Parsed, names: Mapping[str, str]) -> Projector:
 
 def projected_names(parsed: Parsed, names: Mapping[str, str]) -> list[str]:
     return [resolve(p, names)[0] for p in parsed.tree]
+
+
+def project_paths(item: Mapping[str, Value], paths: list[Path]) -> Item:
+    """The parts of ``item`` at ``paths`` (what UPDATED_OLD and UPDATED_NEW return)."""
+    return _projector(paths)(item)
 
 
 def _projector(paths: list[Path]) -> Projector:

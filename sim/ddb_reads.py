@@ -86,11 +86,15 @@ def _bounds(places: Any, sort: Any, values: Mapping[str, Value], expected: str) 
         low, high = operand(sort[2]), operand(sort[3])
         if low > high:
             raise Invalid("Invalid KeyConditionExpression: The BETWEEN operator requires upper bound to be greater "
-                          "than or equal to lower bound")
+                          f"than or equal to lower bound; lower bound operand: AttributeValue: {{{expected}:{low}}}, "
+                          f"upper bound operand: AttributeValue: {{{expected}:{high}}}")
         return places.bisect_left((low,)), places.bisect_left((high, HIGH)), None
     if sort[0] == "fn":
-        if sort[1] != "begins_with" or expected == "N":
+        if sort[1] != "begins_with":
             raise Invalid(f"Invalid KeyConditionExpression: Invalid function name; function: {sort[1]}")
+        if expected == "N":
+            raise Invalid("Invalid KeyConditionExpression: Incorrect operand type for operator or function; operator "
+                          "or function: begins_with, operand type: N")
         prefix = operand(sort[2][1])
         start = places.bisect_left((prefix,))
         stop = start
@@ -141,7 +145,25 @@ def query(db: Database, params: Mapping[str, Any], fault: Fault | None) -> dict[
         places = view.lists.get(scalar_key(hash_value))
         rows = _sorted_rows(table, index, view, places, sort, expressions.values,
                             table.schema.types.get(range_key or "", "S"), start, forward)
-    return _page(db, "Query", table, index, params, expressions, rows, str(next(iter(hash_value.values()))))
+    end = _range_end(sort, expressions.values, forward)
+    last_possible = None if end is None or range_key is None else (
+        lambda row: scalar_key(row[range_key]) == end)  # type: ignore[index]
+    return _page(db, "Query", table, index, params, expressions, rows, str(next(iter(hash_value.values()))),
+                 last_possible)
+
+
+def _range_end(sort: Any, values: Mapping[str, Value], forward: bool) -> Any:
+    """The inclusive bound a query's sort condition ends at in its direction (<= going up, >= going down, BETWEEN
+    either way): a page that stops on it has nothing after it, and DynamoDB returns no LastEvaluatedKey."""
+    if sort is None:
+        return None
+    if sort[0] == "between":
+        node = sort[3] if forward else sort[2]
+    elif sort[0] == "cmp" and sort[1] == ("<=" if forward else ">="):
+        node = sort[3]
+    else:
+        return None
+    return scalar_key(values[node[1]]) if node[0] == "value" else None
 
 
 def _sorted_rows(table: Table, index: str | None, view: Partitions, places: Any, sort: Any,
@@ -163,7 +185,8 @@ def _sorted_rows(table: Table, index: str | None, view: Partitions, places: Any,
 
 
 def _page(db: Database, operation: str, table: Table, index: str | None, params: Mapping[str, Any],
-          expressions: Expressions, rows: Iterator[tuple[Key, Item]], partition: str) -> dict[str, Any]:
+          expressions: Expressions, rows: Iterator[tuple[Key, Item]], partition: str,
+          last_possible: Any = None) -> dict[str, Any]:
     limit = params.get("Limit")
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise Invalid("1 validation error detected: Value at 'limit' failed to satisfy constraint: Member must have "
@@ -184,7 +207,7 @@ def _page(db: Database, operation: str, table: Table, index: str | None, params:
         if expressions.holds(FILTER, row):
             items.append(row)
         if (limit is not None and scanned >= limit) or size >= PAGE_BYTES:
-            last, exhausted = row, False
+            last, exhausted = row, last_possible is not None and last_possible(row)
             break
     charge = capacity.read_page(table.cost, index, partition, size, bool(params.get("ConsistentRead")))
     charges = db.capacity.book(operation, [charge])

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sim.ddb_capacity import Capacity
-from sim.ddb_eval import EvalError, condition, projection, update
+from sim.ddb_eval import EvalError, check_literals, condition, project_paths, projection, update
 from sim.ddb_expressions import CONDITION, FILTER, KEY_CONDITION, PROJECTION, UPDATE, Parsed, parse
 from sim.ddb_streams import StreamLog
 from sim.ddb_tables import Key, Table
@@ -20,11 +20,10 @@ from sim.ddb_values import (
     MAX_ITEM_BYTES,
     MAX_RANGE_KEY_BYTES,
     Invalid,
-    InvalidValue,
     Item,
     Value,
     check_value,
-    copy_value,
+    incoming_value,
     items_equal,
     type_of,
 )
@@ -93,7 +92,7 @@ def request_key(table: Table, key: Any) -> tuple[Key, Item]:
         raise Invalid("The provided key element does not match the schema")
     for name in schema.key_names:
         _check_key_value(table, name, key[name])
-    copy = {name: copy_value(key[name]) for name in schema.key_names}
+    copy = {name: incoming_value(key[name]) for name in schema.key_names}
     return table.key_of(copy), copy
 
 
@@ -148,7 +147,7 @@ def incoming_item(table: Table, item: Any) -> Item:
         raise Invalid("One or more parameter values were invalid: Item must be a map")
     for name, value in item.items():
         check_value(value, name)
-    copy = {name: copy_value(value) for name, value in item.items()}
+    copy = {name: incoming_value(value) for name, value in item.items()}
     check_new_item(table, copy)
     return copy
 
@@ -160,7 +159,7 @@ class Expressions:
     """A request's expressions parsed, its placeholders checked both ways (every one used is defined, every one
     defined is used), its values checked and copied."""
 
-    def __init__(self, params: Mapping[str, Any], kinds: tuple[str, ...]) -> None:
+    def __init__(self, params: Mapping[str, Any], kinds: tuple[str, ...], key_names: tuple[str, ...] = ()) -> None:
         self.parsed: dict[str, Parsed] = {}
         for kind in kinds:
             text = params.get(kind)
@@ -196,7 +195,19 @@ class Expressions:
         self.values: dict[str, Value] = {}
         for name, value in (values or {}).items():
             check_value(value, name)
-            self.values[name] = copy_value(value)
+            self.values[name] = incoming_value(value)
+        # Compiled now: what DynamoDB refuses in an expression itself is refused before any item is read.
+        self._checks = {kind: condition(parsed, self.names) for kind, parsed in self.parsed.items()
+                        if kind in (CONDITION, FILTER)}
+        for kind in self._checks:
+            check_literals(self.parsed[kind].tree, self.values)
+        self._plan = update(self.parsed[UPDATE], self.names) if UPDATE in self.parsed else None
+        self._projector = projection(self.parsed[PROJECTION], self.names) if PROJECTION in self.parsed else None
+        if self._plan is not None:
+            for name in key_names:
+                if name in self._plan.top_names:
+                    raise Invalid(f"One or more parameter values were invalid: Cannot update attribute {name}. This "
+                                  "attribute is part of the key")
 
     def _kind_using(self, placeholder: str) -> str:
         for kind, parsed in self.parsed.items():
@@ -206,27 +217,21 @@ class Expressions:
 
     def holds(self, kind: str, item: Mapping[str, Value] | None) -> bool:
         """Does the condition (or filter) ``kind`` hold for ``item`` (None: no item)? True without one."""
-        parsed = self.parsed.get(kind)
-        if parsed is None:
-            return True
-        return condition(parsed, self.names)(item or {}, self.values)
+        check = self._checks.get(kind)
+        return True if check is None else check(item or {}, self.values)
 
-    def updated(self, item: Mapping[str, Value], key_names: tuple[str, ...]) -> tuple[Item, frozenset[str]]:
-        """The item after the UpdateExpression, and the top-level names it touched."""
-        parsed = self.parsed.get(UPDATE)
-        if parsed is None:
-            return dict(item), frozenset()
-        plan = update(parsed, self.names)
-        touched = plan.top_names
-        for name in key_names:
-            if name in touched:
-                raise Invalid(f"One or more parameter values were invalid: Cannot update attribute {name}. This "
-                              "attribute is part of the key")
-        return plan.apply(item, self.values), touched
+    def updated(self, item: Mapping[str, Value]) -> Item:
+        """The item after the UpdateExpression."""
+        return dict(item) if self._plan is None else self._plan.apply(item, self.values)
+
+    def updated_parts(self, item: Mapping[str, Value] | None) -> Item:
+        """The parts of ``item`` the UpdateExpression names (UPDATED_OLD, UPDATED_NEW)."""
+        if self._plan is None or item is None:
+            return {}
+        return project_paths(item, self._plan.paths)
 
     def project(self, item: Mapping[str, Value]) -> Mapping[str, Value]:
-        parsed = self.parsed.get(PROJECTION)
-        return projection(parsed, self.names)(item) if parsed is not None else item
+        return self._projector(item) if self._projector is not None else item
 
 
 ITEM_KINDS = (CONDITION, UPDATE)

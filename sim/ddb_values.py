@@ -67,13 +67,20 @@ def check_number(text: Any) -> None:
 
 
 def number_text(number: Decimal) -> str:
-    """A computed number as DynamoDB writes it back: no exponent, no trailing zeros."""
+    """A computed number (``+``, ``-``, ADD) as DynamoDB Local writes it: the exact sum, no exponent."""
     number = _NUMBERS.plus(number)
     if number == 0:
         return "0"
-    text = format(number.normalize(_NUMBERS), "f")
+    text = format(number, "f")
     check_number(text)
     return text
+
+
+@functools.lru_cache(maxsize=65536)
+def canonical_number(text: str) -> str:
+    """A number as DynamoDB stores one it was sent: no leading or trailing zeros, no exponent ("1.50" -> "1.5")."""
+    number = decimal_of(text)
+    return "0" if number == 0 else format(number.normalize(_NUMBERS), "f")
 
 
 def scalar_key(value: Value) -> Any:
@@ -169,6 +176,22 @@ def check_value(value: Any, where: str) -> None:
 
 def _set_name(kind: str) -> str:
     return {"SS": "string set", "NS": "number set", "BS": "binary set"}[kind]
+
+
+def incoming_value(value: Value) -> Value:
+    """A copy of a value sent in a request, its numbers as DynamoDB stores them."""
+    ((kind, data),) = value.items()
+    if kind == "N":
+        return {"N": canonical_number(data)}
+    if kind == "NS":
+        return {"NS": [canonical_number(x) for x in data]}
+    if kind == "L":
+        return {"L": [incoming_value(v) for v in data]}
+    if kind == "M":
+        return {"M": {k: incoming_value(v) for k, v in data.items()}}
+    if kind in SET_TYPES:
+        return {kind: list(data)}
+    return {kind: data}
 
 
 def copy_value(value: Value) -> Value:

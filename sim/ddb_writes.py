@@ -75,12 +75,12 @@ def put_item(db: Database, params: Mapping[str, Any], fault: Fault | None) -> di
 def update_item(db: Database, params: Mapping[str, Any], fault: Fault | None) -> dict[str, Any]:
     table = db.table(params.get("TableName"))
     key, key_item = request_key(table, params.get("Key"))
-    expressions = Expressions(params, ITEM_KINDS)
+    expressions = Expressions(params, ITEM_KINDS, table.schema.key_names)
     mode = _return_values(params, ("NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW", "UPDATED_NEW"))
     old = table.items.get(key)
     if not expressions.holds(CONDITION, old):
         raise _refuse(db, "UpdateItem", table, old, params)
-    new, touched = expressions.updated(old if old is not None else key_item, table.schema.key_names)
+    new = expressions.updated(old if old is not None else key_item)
     check_new_item(table, new, update=True)
     db.store(table, key, old, new)
     charges = db.capacity.book("UpdateItem", capacity.write(table.cost, old, new))
@@ -91,9 +91,9 @@ def update_item(db: Database, params: Mapping[str, Any], fault: Fault | None) ->
     elif mode == "ALL_OLD":
         returned = old
     elif mode == "UPDATED_NEW":
-        returned = {n: new[n] for n in touched if n in new}
-    elif mode == "UPDATED_OLD" and old is not None:
-        returned = {n: old[n] for n in touched if n in old}
+        returned = expressions.updated_parts(new)
+    elif mode == "UPDATED_OLD":
+        returned = expressions.updated_parts(old)
     if returned:
         response["Attributes"] = copy_item(returned)
     return _with_capacity(response, charges, params)
@@ -181,7 +181,7 @@ def transact_write_items(db: Database, params: Mapping[str, Any], fault: Fault |
             raise Invalid("TransactItems can only contain one of Check, Put, Update or Delete")
         ((kind, body),) = entry.items()
         table = db.table(body.get("TableName"))
-        expressions = Expressions(body, _TRANSACT_KINDS[kind])
+        expressions = Expressions(body, _TRANSACT_KINDS[kind], table.schema.key_names)
         if kind == "Put":
             item = incoming_item(table, body.get("Item"))
             key, key_item = table.key_of(item), table.key_item(item)
@@ -210,7 +210,7 @@ def transact_write_items(db: Database, params: Mapping[str, Any], fault: Fault |
             continue
         try:
             if kind == "Update":
-                new, _ = expressions.updated(old if old is not None else key_item, table.schema.key_names)
+                new = expressions.updated(old if old is not None else key_item)
                 check_new_item(table, new, update=True)
             else:
                 new = item if kind == "Put" else (None if kind == "Delete" else old)
