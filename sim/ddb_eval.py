@@ -14,7 +14,7 @@ SET on a nested path needs its parent; ADD creates a missing number or set; DELE
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sim.ddb_expressions import ExpressionError, Parsed
@@ -278,14 +278,13 @@ class UpdatePlan:
     removes: tuple[Path, ...]
     adds: tuple[tuple[Path, Getter], ...]
     deletes: tuple[tuple[Path, Getter], ...]
+    paths: list[Path] = field(init=False, compare=False)  # every path it names
+    top_names: frozenset[str] = field(init=False, compare=False)  # the attributes they are in
 
-    @property
-    def paths(self) -> list[Path]:
-        return [p for p, _ in self.sets] + list(self.removes) + [p for p, _ in self.adds] + [p for p, _ in self.deletes]
-
-    @property
-    def top_names(self) -> frozenset[str]:
-        return frozenset(p[0] for p in self.paths)
+    def __post_init__(self) -> None:
+        paths = [p for p, _ in self.sets] + list(self.removes) + [p for p, _ in self.adds] + [p for p, _ in self.deletes]
+        object.__setattr__(self, "paths", paths)
+        object.__setattr__(self, "top_names", frozenset(p[0] for p in paths))
 
     def apply(self, item: Mapping[str, Value], values: Mapping[str, Value]) -> Item:
         """The item after the update (``item`` is left as it was)."""

@@ -18,11 +18,11 @@ as DynamoDB refuses it (the list is moto's copy of DynamoDB's).
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-
-from moto.dynamodb.parsing.reserved_keywords import ReservedKeywords
 
 from sim.ddb_values import Invalid
 
@@ -32,7 +32,17 @@ KEY_CONDITION = "KeyConditionExpression"
 UPDATE = "UpdateExpression"
 PROJECTION = "ProjectionExpression"
 
-RESERVED = frozenset(word.upper() for word in ReservedKeywords.get_reserved_keywords())
+
+
+def _reserved_words() -> frozenset[str]:
+    """DynamoDB's reserved words, from moto's copy of the list (read as a file: importing moto takes a second)."""
+    spec = importlib.util.find_spec("moto")
+    assert spec is not None and spec.origin is not None, "moto (a development dependency) is not installed"
+    path = Path(spec.origin).parent / "dynamodb" / "parsing" / "reserved_keywords.txt"
+    return frozenset(line.strip().upper() for line in path.read_text().splitlines() if line.strip())
+
+
+RESERVED = _reserved_words()
 COMPARATORS = frozenset({"=", "<>", "<", "<=", ">", ">="})
 CONDITION_FUNCTIONS = {"attribute_exists": 1, "attribute_not_exists": 1, "attribute_type": 2, "begins_with": 2,
                        "contains": 2}

@@ -155,65 +155,87 @@ def incoming_item(table: Table, item: Any) -> Item:
 # ---- expressions ------------------------------------------------------------------------------------------
 
 
+class _Shape:
+    """What a request's expressions and names decide, whatever its values: parsed and compiled once per distinct
+    (expressions, names) and reused (the product sends a few hundred shapes, millions of times)."""
+
+    def __init__(self, parsed: dict[str, Parsed], names: Mapping[str, str], key_names: tuple[str, ...]) -> None:
+        self.parsed = parsed
+        used_names = set().union(*(p.names for p in parsed.values())) if parsed else set()
+        self.used_values = frozenset(set().union(*(p.values for p in parsed.values()))) if parsed else frozenset()
+        for name in sorted(used_names):
+            if name not in names:
+                raise Invalid(f"Invalid {self.kind_using(name)}: An expression attribute name used in the document "
+                              f"path is not defined; attribute name: {name}")
+        unused = sorted(set(names) - used_names)
+        if unused:
+            raise Invalid(f"Value provided in ExpressionAttributeNames unused in expressions: keys: {{{', '.join(unused)}}}")
+        # Compiled now: what DynamoDB refuses in an expression itself is refused before any item is read.
+        self.checks = {kind: condition(p, names) for kind, p in parsed.items() if kind in (CONDITION, FILTER)}
+        self.plan = update(parsed[UPDATE], names) if UPDATE in parsed else None
+        self.projector = projection(parsed[PROJECTION], names) if PROJECTION in parsed else None
+        if self.plan is not None:
+            for name in key_names:
+                if name in self.plan.top_names:
+                    raise Invalid(f"One or more parameter values were invalid: Cannot update attribute {name}. This "
+                                  "attribute is part of the key")
+
+    def kind_using(self, placeholder: str) -> str:
+        for kind, parsed in self.parsed.items():
+            if placeholder in parsed.names or placeholder in parsed.values:
+                return kind
+        return "Expression"
+
+
+_shapes: dict[Any, _Shape] = {}
+
+
+def _shape(params: Mapping[str, Any], kinds: tuple[str, ...], key_names: tuple[str, ...]) -> _Shape:
+    names = params.get("ExpressionAttributeNames")
+    key = (kinds, tuple(params.get(k) for k in kinds), tuple(sorted(names.items())) if names else (), key_names)
+    found = _shapes.get(key)
+    if found is None:
+        parsed = {kind: parse(kind, params[kind]) for kind in kinds if params.get(kind) is not None}
+        if names is not None and not parsed:
+            raise Invalid("ExpressionAttributeNames can only be specified when using expressions")
+        if names is not None and not names:
+            raise Invalid("ExpressionAttributeNames must not be empty")
+        if len(_shapes) > 20_000:
+            _shapes.clear()
+        found = _shapes[key] = _Shape(parsed, names or {}, key_names)
+    return found
+
+
 class Expressions:
     """A request's expressions parsed, its placeholders checked both ways (every one used is defined, every one
     defined is used), its values checked and copied."""
 
     def __init__(self, params: Mapping[str, Any], kinds: tuple[str, ...], key_names: tuple[str, ...] = ()) -> None:
-        self.parsed: dict[str, Parsed] = {}
-        for kind in kinds:
-            text = params.get(kind)
-            if text is not None:
-                self.parsed[kind] = parse(kind, text)
-        names = params.get("ExpressionAttributeNames")
+        shape = _shape(params, kinds, key_names)
+        self.parsed = shape.parsed
+        self.names: Mapping[str, str] = params.get("ExpressionAttributeNames") or {}
         values = params.get("ExpressionAttributeValues")
-        if names is not None and not self.parsed:
-            raise Invalid("ExpressionAttributeNames can only be specified when using expressions")
         if values is not None and not self.parsed:
             raise Invalid("ExpressionAttributeValues can only be specified when using expressions")
         if values is not None and not values:
             raise Invalid("ExpressionAttributeValues must not be empty")
-        if names is not None and not names:
-            raise Invalid("ExpressionAttributeNames must not be empty")
-        self.names: Mapping[str, str] = names or {}
-        used_names = set().union(*(p.names for p in self.parsed.values())) if self.parsed else set()
-        used_values = set().union(*(p.values for p in self.parsed.values())) if self.parsed else set()
-        for name in sorted(used_names):
-            if name not in self.names:
-                raise Invalid(f"Invalid {self._kind_using(name)}: An expression attribute name used in the document "
-                              f"path is not defined; attribute name: {name}")
-        for value in sorted(used_values):
-            if value not in (values or {}):
-                raise Invalid(f"Invalid {self._kind_using(value)}: An expression attribute value used in expression "
-                              f"is not defined; attribute value: {value}")
-        unused = sorted(set(self.names) - used_names)
-        if unused:
-            raise Invalid(f"Value provided in ExpressionAttributeNames unused in expressions: keys: {{{', '.join(unused)}}}")
-        unused = sorted(set(values or {}) - used_values)
-        if unused:
+        values = values or {}
+        if shape.used_values.difference(values):
+            missing = sorted(shape.used_values.difference(values))[0]
+            raise Invalid(f"Invalid {shape.kind_using(missing)}: An expression attribute value used in expression "
+                          f"is not defined; attribute value: {missing}")
+        if len(values) != len(shape.used_values):
+            unused = sorted(set(values) - shape.used_values)
             raise Invalid(f"Value provided in ExpressionAttributeValues unused in expressions: keys: {{{', '.join(unused)}}}")
         self.values: dict[str, Value] = {}
-        for name, value in (values or {}).items():
+        for name, value in values.items():
             check_value(value, name)
             self.values[name] = incoming_value(value)
-        # Compiled now: what DynamoDB refuses in an expression itself is refused before any item is read.
-        self._checks = {kind: condition(parsed, self.names) for kind, parsed in self.parsed.items()
-                        if kind in (CONDITION, FILTER)}
+        self._checks = shape.checks
         for kind in self._checks:
             check_literals(self.parsed[kind].tree, self.values)
-        self._plan = update(self.parsed[UPDATE], self.names) if UPDATE in self.parsed else None
-        self._projector = projection(self.parsed[PROJECTION], self.names) if PROJECTION in self.parsed else None
-        if self._plan is not None:
-            for name in key_names:
-                if name in self._plan.top_names:
-                    raise Invalid(f"One or more parameter values were invalid: Cannot update attribute {name}. This "
-                                  "attribute is part of the key")
-
-    def _kind_using(self, placeholder: str) -> str:
-        for kind, parsed in self.parsed.items():
-            if placeholder in parsed.names or placeholder in parsed.values:
-                return kind
-        return "Expression"
+        self._plan = shape.plan
+        self._projector = shape.projector
 
     def holds(self, kind: str, item: Mapping[str, Value] | None) -> bool:
         """Does the condition (or filter) ``kind`` hold for ``item`` (None: no item)? True without one."""

@@ -38,8 +38,9 @@ class StreamLog:
         return shard_of(record, shards, self.key_names[0])
 
     def since(self, position: int) -> list[dict[str, Any]]:
-        """The records appended at or after ``position`` (an index into ``records``)."""
-        return self.records[position:]
+        """The records appended at or after ``position`` (an index into ``records``), as Lambda delivers them
+        (copies: a handler that changes its event changes nothing stored)."""
+        return [delivered(record) for record in self.records[position:]]
 
     def append(self, sequence: int, epoch_s: float, old: Item | None, new: Item | None, *, ttl: bool = False) -> None:
         if old is None and new is None:
@@ -56,8 +57,7 @@ class StreamLog:
         if old is not None and self.view in ("OLD_IMAGE", "NEW_AND_OLD_IMAGES"):
             body["OldImage"] = old
         body["SequenceNumber"] = f"{sequence:021d}"
-        body["SizeBytes"] = item_size(body["Keys"]) + item_size(body.get("NewImage")) + item_size(body.get("OldImage"))
-        body["StreamViewType"] = self.view
+        body["StreamViewType"] = self.view  # SizeBytes is added as a record is handed out (``delivered``)
         record: dict[str, Any] = {
             "eventID": f"{sequence:032x}",
             "eventName": name,
@@ -73,11 +73,12 @@ class StreamLog:
 
 
 def delivered(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a record for a handler (so a handler that changes its event changes nothing stored)."""
+    """A copy of a record for a handler, with its ``SizeBytes``."""
     body = dict(record["dynamodb"])
     for image in ("Keys", "NewImage", "OldImage"):
         if image in body:
             body[image] = copy_item(body[image])
+    body["SizeBytes"] = item_size(body["Keys"]) + item_size(body.get("NewImage")) + item_size(body.get("OldImage"))
     copy = dict(record)
     copy["dynamodb"] = body
     if "userIdentity" in record:

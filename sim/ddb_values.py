@@ -53,6 +53,11 @@ def check_number(text: Any) -> None:
     """DynamoDB's number limits: 38 significant digits, magnitude within 1E-130 .. 9.99...E+125."""
     if not isinstance(text, str):
         raise InvalidValue(f"A number must be sent as a string, got {type(text).__name__}")
+    _check_number_text(text)
+
+
+@functools.lru_cache(maxsize=65536)
+def _check_number_text(text: str) -> None:
     number = decimal_of(text)
     if number == 0:
         return
@@ -143,6 +148,8 @@ def items_equal(a: Mapping[str, Value] | None, b: Mapping[str, Value] | None) ->
 def check_value(value: Any, where: str) -> None:
     """Refuse what DynamoDB refuses in an item or an expression value: an unknown or empty type, a bad number, an
     empty or duplicated set."""
+    if type(value) is dict and len(value) == 1 and type(value.get("S")) is str:
+        return  # the common case, at once
     if not isinstance(value, Mapping) or len(value) != 1:
         raise InvalidValue(f"Supplied AttributeValue has more than one datatypes set, must contain exactly one of the "
                           f"supported datatypes ({where})")
