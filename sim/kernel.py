@@ -41,7 +41,7 @@ from typing import Any
 
 import greenlet
 
-DEFAULT_START_MS = 1_795_348_800_000  # virtual epoch time at the kernel's time zero (2026-11-22)
+DEFAULT_START_MS = 1_795_348_800_000  # virtual epoch time at the kernel's time zero (2026-11-22 12:00 UTC)
 DEFAULT_STEP_BUDGET = 500_000
 _US = 1_000_000
 
