@@ -110,15 +110,15 @@ def operator_calls(client: Any, clock: FakeClock) -> list[Any]:
 
 
 def slots_and_groups(client: Any, clock: FakeClock) -> list[Any]:
-    """The running limit's slots (taken, renewed, freed) and grouped tasks on fair share's ring."""
+    """The running limit's slots (taken, freed) and grouped tasks on fair share's ring."""
     store = TaskStore(client, _settings(running_limit=2), clock)
     outcome: list[Any] = []
-    slots = store.acquire_slots("work", "w1", 3)
+    until_ms = clock.now_ms() + 10_000
+    slots = store.acquire_slots("work", "w1", 3, until_ms)
     outcome.append(len(slots))
-    outcome.append(len(store.acquire_slots("work", "w2", 1)))
-    outcome.append(store.renew_token(slots[0], clock.now_ms() + 10_000) is not None)
+    outcome.append(len(store.acquire_slots("work", "w2", 1, until_ms)))
     outcome.append(store.free_token(slots[1]))
-    outcome.append(len(store.acquire_slots("work", "w2", 1)))
+    outcome.append(len(store.acquire_slots("work", "w2", 1, until_ms)))
     for group in ("red", "blue"):
         _create(store, clock, 2, group=group)
     clock.advance(1)

@@ -21,8 +21,7 @@ from taskqueue.store.dynamo import is_retryable
 from taskqueue.wakeups.notify import Notifier
 
 TABLE = "sim-queue"
-SETTINGS = Settings(queue_table_name=TABLE, retry_base_seconds=0.0, trigger_topic_arn="arn:trigger",
-                    worker_wake_up_topic_arn="arn:wake")
+SETTINGS = Settings(queue_table_name=TABLE, retry_base_seconds=0.0, worker_wake_up_topic_arn="arn:wake")
 
 
 def _once(operation: str, fault: Fault) -> Any:
@@ -178,7 +177,7 @@ def test_capacity_follows_dynamodbs_billing() -> None:
 
 def test_the_notifier_publishes_through_the_fake_sns_and_retries_a_throttled_publish() -> None:
     kernel = Kernel(7)
-    sns = FakeSNS(kernel, topics=["arn:wake", "arn:trigger"])
+    sns = FakeSNS(kernel, topics=["arn:wake"])
     sns.faults = _once("Publish", Fault(error="Throttled"))
     notifier = Notifier(sns, SETTINGS, sleep=kernel.sleep)
     _run(kernel, lambda: notifier.publish_wakeup("work", "test"))
