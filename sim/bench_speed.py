@@ -30,7 +30,7 @@ def _task_item(n: int) -> dict[str, Any]:
         "taskCreated": {"N": str(1_795_348_800_000 + n)}, "taskUpdated": {"N": str(1_795_348_800_000 + n)},
         "enqueued": {"N": str(1_795_348_800_000 + n)}, "ttl": {"N": "1795352400"}, "deleteAt": {"N": "1795352400"},
         "priority": {"N": "0"}, "attempts": {"N": "0"}, "maxAttempts": {"N": "3"}, "shard": {"N": "0"},
-        "payload": {"S": '{"n": %d}' % n}, "readyKey": {"S": "work#0"},
+        "payload": {"S": f'{{"n": {n}}}'}, "readyKey": {"S": "work#0"},
         "readySort": {"S": f"000#{1_795_348_800_000 + n:015d}#{task_id}"},
     }
 
@@ -85,7 +85,7 @@ def measure(make: Callable[[], tuple[Any, Callable[[Callable[[], None]], None]]]
             client, runner = make()
             runner(lambda c=client: _fill(c, requests))
             found: list[float] = []
-            runner(lambda c=client, k=kind: found.append(_round(c, requests, k, requests * (round_number + 1))))
+            runner(lambda c=client, k=kind, f=found, r=round_number: f.append(_round(c, requests, k, requests * (r + 1))))
             figures.setdefault(kind, []).append(found[0])
     return {kind: statistics.median(values) for kind, values in figures.items()}
 

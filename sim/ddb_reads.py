@@ -120,7 +120,7 @@ def _start_place(table: Table, index: str | None, start: Mapping[str, Value] | N
             sort_name = table.indexes[index].schema.range_key
         return (scalar_key(start[sort_name]) if sort_name else None, key)
     except (KeyError, Invalid):
-        raise Invalid("The provided starting key is invalid: The provided key element does not match the schema")
+        raise Invalid("The provided starting key is invalid: The provided key element does not match the schema") from None
 
 
 def query(db: Database, params: Mapping[str, Any], fault: Fault | None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from bench.cost_meter import item_size
 from sim.ddb_capacity import Capacity
 from sim.ddb_eval import EvalError, check_literals, condition, project_paths, projection, update
 from sim.ddb_expressions import CONDITION, FILTER, KEY_CONDITION, PROJECTION, UPDATE, Parsed, parse
@@ -27,7 +28,6 @@ from sim.ddb_values import (
     items_equal,
     type_of,
 )
-from bench.cost_meter import item_size
 
 __all__ = ["Database", "NotFound", "ConditionFailed", "Cancelled", "Expressions", "EvalError", "Invalid"]
 

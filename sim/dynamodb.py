@@ -28,7 +28,7 @@ from sim.ddb_state import Cancelled, ConditionFailed, Database, Invalid, NotFoun
 from sim.ddb_streams import StreamLog
 from sim.ddb_tables import Table, TableSchema
 from sim.ddb_values import Item, copy_item, scalar_key
-from sim.faults import Fault, FakeService, FaultHook, aws_error, unknown_parameters
+from sim.faults import FakeService, Fault, FaultHook, aws_error, unknown_parameters
 from sim.kernel import Kernel
 
 _EXPRESSION = ("ExpressionAttributeNames", "ExpressionAttributeValues")

@@ -21,7 +21,7 @@ def _workload(kernel: Kernel, log: list[Any]) -> None:
         def run() -> None:
             for step in range(3):
                 kernel.sleep(kernel.rng.uniform(0, 0.01))
-                kernel.request("svc.Op", lambda: log.append((kernel.now_us, name, step)))
+                kernel.request("svc.Op", lambda s=step: log.append((kernel.now_us, name, s)))
 
         return run
 
