@@ -1,17 +1,20 @@
 """The explorer: seeded schedules of the queue's world (``sim.world``), each checked by ``sim.invariants``.
 
     python -m sim.explore --schedules 1000 --seed 1     # schedules seed 1 .. 1000: counts, violations, replay lines
+    python -m sim.explore --schedules 100000 --jobs 2   # split over processes
     python -m sim.explore --replay 123                  # one schedule, its trace printed
 
 A seed decides everything: the plan (load, limits, which faults and how often: ``draw_plan``), every choice of the
 kernel and of the fakes, the product's own randomness. A schedule's producers act for its plan's minutes; the world
-then runs until every task is finished and nothing runs (or HORIZON_S passes), and the end checks are made.
+then runs until every task is finished, and QUIET_S more (or until HORIZON_S), and the end checks are made.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -26,7 +29,7 @@ from sim.world import QUEUE_TABLE, Plan, Stats, World, handler_module, wired
 from taskqueue.core.record import PRODUCER_CLOCK_SKEW_SECONDS
 
 HORIZON_S = 3600.0  # the world's last moment: far past any lease, retry and safety-net round of a plan
-QUIET_S = 120.0  # once every task is finished and nothing runs, the world runs this much longer (endless invocations)
+QUIET_S = 120.0  # once every task is finished, the world runs this much longer (endless invocations)
 STEP_BUDGET = 400_000
 HASH_SEED = "0"  # PYTHONHASHSEED of every run and replay (sim.determinism)
 
@@ -36,7 +39,7 @@ def draw_plan(seed: int) -> Plan:
     import random
 
     rng = random.Random(f"plan/{seed}")
-    plan = Plan(seed=seed, producers=rng.randint(1, 3), requests=rng.randint(2, 5), minutes=rng.uniform(1, 4),
+    plan = Plan(seed=seed, producers=rng.randint(1, 3), requests=rng.randint(1, 4), minutes=rng.uniform(0.5, 2.5),
                 running_limit=rng.choice([2, 3]), group_concurrency=rng.choice([None, None, 1, 2]),
                 lanes=rng.choice([1, 1, 2, 4]), pauses=rng.choice([0, 0, 1, 2]), fail_rate=rng.choice([0.0, 0.3]))
     if rng.random() < 1 / 3:
@@ -96,7 +99,7 @@ def _run_to_quiescence(world: World, invariants: Invariants) -> None:
     quiet_since: float | None = None
     while kernel.now < HORIZON_S:
         kernel.run(until=kernel.now + 10.0)
-        done = all(t.status in TERMINAL for t in invariants.tasks.values()) and not world.live
+        done = all(t.status in TERMINAL for t in invariants.tasks.values())
         if not done:
             quiet_since = None
         elif quiet_since is None:
@@ -131,6 +134,35 @@ def explore(schedules: int, first_seed: int, out: Callable[[str], None] = print)
     return found
 
 
+def explore_in(jobs: int, schedules: int, first_seed: int, out: Callable[[str], None] = print) -> int:
+    """``explore`` split over ``jobs`` processes (seeds in contiguous ranges); returns the schedules with a
+    violation."""
+    share, extra = divmod(schedules, jobs)
+    children, seed = [], first_seed
+    for job in range(jobs):
+        count = share + (1 if job < extra else 0)
+        if count:
+            command = [sys.executable, "-m", "sim.explore", "--schedules", str(count), "--seed", str(seed)]
+            children.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
+                                             env={**os.environ, "PYTHONHASHSEED": HASH_SEED}))
+        seed += count
+    started, found, explored = time.monotonic(), 0, 0
+    for child in children:
+        output, _ = child.communicate()
+        for line in output.splitlines():
+            if line.startswith("seed "):
+                out(line)
+            elif match := re.match(r"schedules explored: (\d+)", line):
+                explored += int(match.group(1))
+            elif match := re.match(r"violations: (\d+)", line):
+                found += int(match.group(1))
+    elapsed = time.monotonic() - started
+    out(f"schedules explored: {explored} (seeds {first_seed}-{first_seed + schedules - 1}) in {jobs} processes, "
+        f"in {elapsed:.1f} s ({explored / elapsed:.1f} schedules/s)")
+    out(f"violations: {found} schedule(s)")
+    return found
+
+
 def replay(seed: int, out: Callable[[str], None] = print) -> Outcome:
     plan = draw_plan(seed)
     out(f"plan: {plan}")
@@ -153,9 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", type=int, default=100, help="how many seeded schedules to run")
     parser.add_argument("--seed", type=int, default=1, help="the first seed")
     parser.add_argument("--replay", type=int, help="run this one seed and print its trace")
+    parser.add_argument("--jobs", type=int, default=1, help="processes to split the schedules over")
     args = parser.parse_args(argv)
     if args.replay is not None:
         return 1 if replay(args.replay).violations else 0
+    if args.jobs > 1:
+        return 1 if explore_in(args.jobs, args.schedules, args.seed) else 0
     return 1 if explore(args.schedules, args.seed) else 0
 
 

@@ -1,0 +1,57 @@
+"""The explorer: a thousand seeded schedules of the queue's world with every fault mixed in, checked by every invariant
+(docs/simulation.md); a seed replays its schedule step for step, and prints its trace."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from sim.explore import HASH_SEED, draw_plan, replay, run_schedule
+from tests.support import ROOT
+
+SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "1000"))
+JOBS = 2
+
+# Seeds of 1-1000 whose schedules break an invariant on this code (python -m sim.explore --replay SEED prints each
+# one's trace; docs/simulation.md, "What it found"). They are the product's, not the harness's: the test stays
+# xfail (strict: it fails as soon as none is left) until they are fixed.
+FINDINGS = (
+    "a worker whose group was held back at its limit ends 'empty' when the hold lapses between its look and its "
+    "check, waking nobody (seed 17: the group's task waits for the safety net); a group paused until a time wakes "
+    "nobody when the pause ends (seed 25); a release retried after a throttled delayed-head write reverts the same "
+    "worker's new claim of the task, which then runs twice at once (seed 98)"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=f"the product breaks invariants the simulation checks: {FINDINGS}")
+def test_a_thousand_schedules_break_no_invariant() -> None:
+    command = [sys.executable, "-m", "sim.explore", "--schedules", str(SCHEDULES), "--seed", "1", "--jobs", str(JOBS)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800,
+                          env={**os.environ, "PYTHONHASHSEED": HASH_SEED})
+    explored = re.search(r"schedules explored: (\d+)", done.stdout)
+    violations = re.search(r"violations: (\d+)", done.stdout)
+    assert explored and violations, done.stdout + done.stderr
+    assert int(explored.group(1)) == SCHEDULES
+    assert int(violations.group(1)) == 0, done.stdout
+
+
+def test_a_seed_gives_the_same_schedule_alone_and_after_another() -> None:
+    first = run_schedule(draw_plan(98))
+    run_schedule(draw_plan(3))
+    again = run_schedule(draw_plan(98))
+    assert (first.steps, first.virtual_s, [str(v) for v in first.violations]) == \
+        (again.steps, again.virtual_s, [str(v) for v in again.violations])
+    assert first.runs > 0 and first.stats.invocations["ProcessTasks"] > 0
+
+
+def test_a_replay_prints_the_schedules_trace() -> None:
+    lines: list[str] = []
+    outcome = replay(5, lines.append)
+    assert lines[0].startswith("plan: Plan(seed=5")
+    assert any(" start ProcessTasks-1" in line for line in lines)
+    assert any(line.startswith("violations: ") for line in lines)
+    assert outcome.tasks > 0
