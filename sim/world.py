@@ -312,10 +312,16 @@ class World:
             # the safety net's next round wakes the queue; its own task comes back once its lease passes (due then).
             self.cost(timeout_of("ProcessTasksFunction") + 1 + self.safety_net_s + 5)
             where = f"crashed at {request.service}.{request.operation}"
-            if rng.random() < 0.5:
+            mode = rng.random()
+            if mode < 1 / 3:
                 self.kernel.kill(invocation, where + " (before it applied)")
                 return None
-            self.doomed[invocation] = where + " (after its answer)"
+            if mode < 2 / 3:  # applied, its answer lost: killed while the answer is on its way
+                before, after = rng.uniform(0.0005, 0.003), rng.uniform(0.0005, 0.003)
+                self.kernel.call_at(self.kernel.now + before + after / 2,
+                                    lambda: self.kernel.kill(invocation, where + " (applied, its answer lost)"))
+                return Fault(before_s=before, after_s=after)
+            self.doomed[invocation] = where + " (after its answer, at the next request)"
         if plan.throttle_rate and rng.random() < plan.throttle_rate:
             self.stats.throttles += 1
             self.cost(self.safety_net_s + 5)  # at worst it fails a round of the safety net: the next one
