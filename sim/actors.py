@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sim.world import World
+from sim.world import FUNCTION_SKEW_S, World
 from taskqueue.core.model import Task
 from taskqueue.store import TaskStore
 
@@ -124,9 +124,10 @@ class Operator:
                 store.resume(QUEUE)
                 world.log("operator resumed the queue")
             else:
-                until_ms = world.kernel.clock.now_ms() + int(seconds * 1000)
+                sent, until_ms = world.kernel.now, world.kernel.clock.now_ms() + int(seconds * 1000)
                 store.set_group_settings(QUEUE, group, paused_until_ms=until_ms)
-                self.pauses.append(Pause(group, world.kernel.now, world.kernel.now + seconds - 0.01))
+                # It ends by the workers' clocks, which may be ahead by FUNCTION_SKEW_S.
+                self.pauses.append(Pause(group, world.kernel.now, sent + seconds - FUNCTION_SKEW_S - 0.01))
                 world.log(f"operator paused group {group} for {seconds:.1f} s")
 
         world.kernel.invoke(act, "operator")

@@ -6,7 +6,8 @@ claimable; every task finished).
 
 A task *waits* while it is PENDING and due (its ``notBefore`` passed), or TAKEN with its lease passed and no run of it
 in progress (a crashed worker's: the safety net recovers it). Its wait counts only while it could be claimed: not
-while its queue or group is paused, nor while the runner counts the running limit (or its group's limit) reached.
+while its queue or group is paused, nor while the runner counts the running limit (or its group's limit) reached;
+it starts again from zero each time it could not.
 """
 
 from __future__ import annotations
@@ -147,17 +148,20 @@ class Invariants:
         return now if epoch_ms is None else max(now, (epoch_ms - self.world.kernel.start_ms) / 1000)
 
     def _accrue(self) -> None:
+        """A wait counts while the task could be claimed, from the moment it last could not (each stretch on its own:
+        a task of a group at its limit gets each freed slot within the bound, however many it waits for)."""
         now, plan = self.world.kernel.now, self.world.plan
         running = self.world.runner.running
-        if len(running) >= plan.running_limit or self._paused(None, now):
-            return
+        blocked = len(running) >= plan.running_limit or self._paused(None, now)
         live = {r.task_id for r in running}
         for task_id, tracked in self.tasks.items():
             if tracked.due_s is None or tracked.due_s > now or tracked.flagged:
                 continue
             if tracked.taken and task_id in live:
                 continue  # its lease was renewed (the stream shows the last write only when it changes)
-            if tracked.group is not None and (self._paused(tracked.group, now) or self._group_full(tracked.group)):
+            if blocked or (tracked.group is not None and (self._paused(tracked.group, now)
+                                                          or self._group_full(tracked.group))):
+                tracked.waited = 0.0
                 continue
             tracked.waited += CHECK_S
             if tracked.waited > NO_FAULT_BOUND_S and tracked.waited > (bound := self.bound_s(tracked.due_s)):
