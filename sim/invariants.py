@@ -63,7 +63,7 @@ class Invariants:
         """How long a task due at ``due_s`` may wait claimable: NO_FAULT_BOUND_S, plus the skew both ways, plus the cost
         of every fault since a lease (or a Timeout) before it was due (``World.cost``: a crash, its Timeout and the
         safety net's next round; a throttled request, a round of the safety net; a dropped batch, the same; a slow
-        request, a late delivery, an index lag: their own delay)."""
+        request, its latency and a round of the safety net; a late delivery, an index lag: their own delay)."""
         costs = self.world.stats.costs  # in time order: the sum from the first at or after ``since``
         while len(self._sums) < len(costs):
             self._sums.append((self._sums[-1] if self._sums else 0.0) + costs[len(self._sums)][1])

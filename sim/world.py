@@ -331,7 +331,9 @@ class World:
         if plan.slow_rate and rng.random() < plan.slow_rate:
             self.stats.slow += 1
             before, after = rng.uniform(0, SLOW_S / 2), rng.uniform(0, SLOW_S / 2)
-            self.cost(before + after + 1)
+            # Its own delay; and a producer's write of a delayed head that lands after the head fell due leaves the
+            # head to the safety net's next round (the worker that saw the task stopped without scheduling it).
+            self.cost(before + after + self.safety_net_s + 5)
             return Fault(before_s=before, after_s=after)
         if plan.lag_rate and request.operation == "Query" and "IndexName" in request.params and rng.random() < plan.lag_rate:
             self.stats.lagged += 1
