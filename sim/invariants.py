@@ -94,10 +94,16 @@ class Invariants:
         if len(running) + 1 > plan.running_limit:
             self.fail("limit", f"{len(running) + 1} runs at once, running limit {plan.running_limit}")
         limit = plan.group_concurrency
-        if limit is not None and run.group is not None:
-            in_group = sum(1 for r in running if r.group == run.group) + 1
-            if in_group > limit:
-                self.fail("limit", f"{in_group} runs of group {run.group} at once, its limit {limit}")
+        in_group = sum(1 for r in running if r.group == run.group) + 1
+        if limit is not None and run.group is not None and in_group > limit:
+            self.fail("limit", f"{in_group} runs of group {run.group} at once, its limit {limit}")
+        # The limits reached, however briefly (between two ticks): a wait starts again from here.
+        queue_full = len(running) + 1 >= plan.running_limit
+        group_full = limit is not None and run.group is not None and in_group >= limit
+        if queue_full or group_full:
+            for tracked in self.tasks.values():
+                if queue_full or tracked.group == run.group:
+                    tracked.waited = 0.0
         grace = PAUSE_GRACE_S + (2 * SLOW_S if plan.slow_rate else 0.0)
         for pause in self.operator.pauses:
             if (pause.group is None or pause.group == run.group) and pause.start + grace < now < pause.end:
