@@ -18,6 +18,8 @@ from taskqueue.work.fair_share import FairShare
 from taskqueue.work.held_slots import HeldSlots
 from taskqueue.work.record_view import RecordView
 
+pytestmark = pytest.mark.slow
+
 QUIET_PLAN = {"kill_rate": 0.0, "throttle_rate": 0.0, "slow_rate": 0.0, "lag_rate": 0.0, "skew_s": 0.0,
               "late_rate": 0.0, "twice_rate": 0.0, "drop_rate": 0.0, "group_concurrency": None, "pauses": 0}
 

@@ -12,6 +12,8 @@ from sim.explore import draw_plan, run_schedule
 from sim.faults import Fault, Request
 from sim.world import World
 
+pytestmark = pytest.mark.slow
+
 SEEDS = range(1, 11)
 KILL_SHARE = 0.1  # of the requests an invocation sends while it holds a claimed task
 
