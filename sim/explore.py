@@ -25,7 +25,8 @@ from sim.actors import Operator, Runner, start_producers
 from sim.invariants import TERMINAL, Invariants, Violation
 from sim.kernel import Kernel, SimulationFailure
 from sim.lanes import StreamMapping
-from sim.world import QUEUE_TABLE, Plan, Stats, World, handler_module, wired
+from sim.wiring import wired
+from sim.world import QUEUE_TABLE, Plan, Stats, World, handler_module
 from taskqueue.core.record import PRODUCER_CLOCK_SKEW_SECONDS
 
 HORIZON_S = 3600.0  # the world's last moment: far past any lease, retry and safety-net round of a plan
