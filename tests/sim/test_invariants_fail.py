@@ -31,6 +31,7 @@ def first_violation(kind: str, seeds: Iterable[int], plan: dict[str, Any],
         outcome = run_schedule(replace(draw_plan(seed), **plan), prepare=prepare)
         found = [v for v in outcome.violations if v.invariant == kind]
         if found:
+            print(f"{kind}: seed {seed}: {found[0]}")  # shown with pytest -s
             return seed, str(found[0])
     raise AssertionError(f"no schedule of seeds {seeds} broke {kind!r}")
 
