@@ -453,4 +453,7 @@ def _settle(future: Future[Any], *, value: Any = None, error: BaseException | No
 
 
 def _to_us(seconds: float) -> int:
-    return int(round(seconds * _US))
+    """Whole microseconds; a positive time shorter than half of one is one: a loop that sleeps or waits out the last
+    sliver of a deadline must see time pass (real time would), or it would spin at one instant for ever."""
+    micros = int(round(seconds * _US))
+    return 1 if micros == 0 and seconds > 0 else micros

@@ -220,3 +220,18 @@ def test_randomness_and_ids_are_the_seeds_inside_the_kernel_and_real_after() -> 
 
     assert draw(11) == draw(11) and draw(11) != draw(12)
     assert uuid.uuid4() != uuid.uuid4()
+
+
+def test_a_wait_for_the_last_sliver_of_a_deadline_lets_time_pass() -> None:
+    with Kernel(1) as kernel:
+        deadline = kernel.clock.monotonic() + 0.01 + 3e-7  # ends between two microseconds
+        waits: list[float] = []
+
+        def loop() -> None:
+            while (left := deadline - kernel.clock.monotonic()) > 0:
+                waits.append(left)
+                kernel.wait([Future()], min(left, 0.004))
+
+        kernel.invoke(loop, "main")
+        kernel.run()
+        assert len(waits) < 10 and kernel.now >= 0.01
