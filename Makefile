@@ -80,6 +80,15 @@ lint: venv
 bench: venv
 	$(PY) bench/run.py
 
+# The deterministic simulation's long run (docs/simulation.md): SIM_SCHEDULES seeded schedules from SIM_SEED, split over
+# SIM_JOBS processes; it prints each violation's seed and replay command (`make test` runs 1,000 of them).
+SIM_SCHEDULES ?= 100000
+SIM_SEED ?= 1
+SIM_JOBS ?= 2
+.PHONY: sim-long
+sim-long: venv
+	$(PY) -m sim.explore --schedules $(SIM_SCHEDULES) --seed $(SIM_SEED) --jobs $(SIM_JOBS)
+
 # checkov on the template (its own venv: it pins a boto3 that conflicts with ours); every skip says why.
 security:
 	scripts/security-check

@@ -1,0 +1,70 @@
+"""The explorer: a thousand seeded schedules of the queue's world with every fault mixed in, checked by every invariant
+(docs/simulation.md); a seed replays its schedule step for step, and prints its trace."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from sim.explore import HASH_SEED, draw_plan, replay, run_schedule
+from tests.support import ROOT
+
+SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "1000"))
+JOBS = 2
+
+# What the schedules of seeds 1-1000 find on this code (python -m sim.explore --replay SEED prints a seed's trace;
+# docs/simulation.md, "What it found"). They are the product's, not the harness's: the test stays xfail (strict: it
+# fails as soon as none is left) until they are fixed.
+FINDINGS = (
+    "21 of 1,000 schedules: a grouped task held back at its group's limit waits for the safety net when its worker "
+    "ends 'empty' as the hold lapses (seeds 9, 451, 956); a group paused until a time wakes nobody when the pause ends "
+    "(seeds 25, 44, 55, 72, 724, 871, 997); a pause read refused by throttling counts as 'not paused' and the "
+    "worker claims from a paused queue (seed 331); a worker at its budget keeps a freed running-limit slot while it "
+    "drains and tail-calls only after (seed 447)"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=f"the product breaks invariants the simulation checks: {FINDINGS}")
+def test_a_thousand_schedules_break_no_invariant() -> None:
+    command = [sys.executable, "-m", "sim.explore", "--schedules", str(SCHEDULES), "--seed", "1", "--jobs", str(JOBS)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800,
+                          env={**os.environ, "PYTHONHASHSEED": HASH_SEED})
+    explored = re.search(r"schedules explored: (\d+)", done.stdout)
+    violations = re.search(r"violations: (\d+)", done.stdout)
+    assert explored and violations, done.stdout + done.stderr
+    assert int(explored.group(1)) == SCHEDULES
+    assert int(violations.group(1)) == 0, done.stdout
+
+
+def test_a_seed_gives_the_same_schedule_alone_and_after_another() -> None:
+    first = run_schedule(draw_plan(98))
+    run_schedule(draw_plan(3))
+    again = run_schedule(draw_plan(98))
+    assert (first.steps, first.virtual_s, [str(v) for v in first.violations]) == \
+        (again.steps, again.virtual_s, [str(v) for v in again.violations])
+    assert first.runs > 0 and first.stats.invocations["ProcessTasks"] > 0
+
+
+def test_a_replay_prints_the_schedules_trace() -> None:
+    lines: list[str] = []
+    outcome = replay(5, lines.append)
+    assert lines[0].startswith("plan: Plan(seed=5")
+    assert any(" start ProcessTasks-1" in line for line in lines)
+    assert any(line.startswith("violations: ") for line in lines)
+    assert outcome.tasks > 0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "TaskStore.release writes the task, then the queue's delayed head; when that second write is throttled past the "
+    "SDK's retries, Outcomes.record retries the whole release, whose condition (owner, TAKEN) the same invocation's "
+    "new claim of the task meets: the task goes back to PENDING while its new attempt runs, and runs twice at once"))
+def test_a_release_retried_after_its_delayed_head_write_was_throttled_undoes_no_new_claim() -> None:
+    plan = replace(draw_plan(98), producers=2, requests=5, minutes=2.8551823743724927)  # the plan that found it
+    outcome = run_schedule(plan)
+    assert [str(v) for v in outcome.violations if v.invariant == "run-twice"] == []
