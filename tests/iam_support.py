@@ -18,6 +18,7 @@ that no request used (``pytest_terminal_summary``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -104,12 +105,31 @@ def install() -> None:
 
 # ---- pytest: each test fails on a denial; the run's summary ----------------------------------------------------
 
+_accepted = 0  # denials up to this count were expected by the test that caused them
+EXPECTED: dict[str, int] = {}  # per function, denials the check's own tests caused on purpose
+
+
+@contextlib.contextmanager
+def denials_expected() -> Iterator[list[dict[str, str]]]:
+    """A test of the check itself: the denials inside the block are collected in the list it gives, not failures."""
+    global _accepted
+    mark = TALLY.denials
+    found: list[dict[str, str]] = []
+    try:
+        yield found
+    finally:
+        found += TALLY.denied_after(mark)
+        _accepted = TALLY.denials
+        for denial in found:
+            EXPECTED[denial["function"]] = EXPECTED.get(denial["function"], 0) + 1
+
+
 @pytest.fixture(autouse=True)
 def iam_enforced() -> Iterator[None]:
     """A request a function's role does not allow fails the test, even where the code catches the error."""
     mark = TALLY.denials
     yield
-    denied = TALLY.denied_after(mark)
+    denied = TALLY.denied_after(max(mark, _accepted))
     if denied:
         shown = "; ".join(f"{d['function']}: {d['operation']} needs {d['action']} on {d['resource']}" for d in denied[:5])
         pytest.fail(f"AccessDenied on AWS (the role in template.yaml does not allow it): {shown}", pytrace=False)
@@ -130,7 +150,7 @@ def session_finish(session: pytest.Session) -> None:
     directory = getattr(session.config, "_iam_dir", None)
     if directory:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        (Path(directory) / f"{worker}.json").write_text(json.dumps(TALLY.as_json()))
+        (Path(directory) / f"{worker}.json").write_text(json.dumps({"tally": TALLY.as_json(), "expected": EXPECTED}))
 
 
 def summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -141,8 +161,12 @@ def summary(terminalreporter: Any, config: pytest.Config) -> None:
     from local.iam.enforce import Tally
 
     total = Tally()
+    expected: dict[str, int] = {}
     for path in sorted(Path(directory).glob("*.json")):
-        total.merge(json.loads(path.read_text()))
+        written = json.loads(path.read_text())
+        total.merge(written["tally"])
+        for function, count in written["expected"].items():
+            expected[function] = expected.get(function, 0) + count
     if not total.functions:
         return
     terminalreporter.write_sep("-", "IAM as AWS enforces it: requests checked per function (tests/iam_support.py)")
@@ -163,7 +187,8 @@ def summary(terminalreporter: Any, config: pytest.Config) -> None:
                         and not any(a == ua and _covers(r, ur) for ua, ur in tally.used))
         terminalreporter.write_line(
             f"{function}: {tally.requests} requests checked ({tally.authorizations} authorizations), "
-            f"{len(tally.denied)} denied, {tally.unmapped} on resources not of the stack; "
+            f"{len(tally.denied)} denied ({expected.get(function, 0)} on purpose, by the check's own tests), "
+            f"{tally.unmapped} on resources not of the stack; "
             f"granted, never used: {', '.join(f'{a} on {r}' for a, r in unused) or 'none'}")
 
 
@@ -173,4 +198,4 @@ def _covers(pattern: str, resource: str) -> bool:
     return fnmatch.fnmatchcase(resource, pattern)
 
 
-__all__ += ["configure", "configure_node", "iam_enforced", "install", "session_finish", "summary", "unchecked"]
+__all__ += ["configure", "configure_node", "denials_expected", "iam_enforced", "install", "session_finish", "summary"]

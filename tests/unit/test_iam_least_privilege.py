@@ -384,8 +384,24 @@ def run_matcher(world: World) -> None:
     seed(store, queue="calls", payload={"preferences": {"planet": "mars"}})  # can never match: dead-lettered
     seed(store, past, queue="calls", ttlSeconds=60)  # the caller hung up: shed
     taken_with_expired_lease(store, past, queue="calls", payload={"preferences": {"language": "fr"}})  # recovered
+    old_sort = agents.get("a-en").queue_sort
     report = world.invoke(app, load_event("matcher-sns-wake.json"))
     assert (report["matched"], report["invalid"], report["shed"]) == (2, 1, 1), report
+    # A refused match, read from the refusal itself (no GetItem): an agent not seen for an hour is taken offline
+    # (UpdateItem, DeleteItem); entries of a-en's old availability left behind while it is busy (by a profile change
+    # that raced a match before the match held the entries) are deleted under a ConditionCheck of the agent.
+    unseen = AgentStore(world.setup_client, agents.settings, store, past)
+    unseen.put_available(parse_profile({"agentId": "a-it", "attributes": {"language": ["it"], "gender": ["f"]}}, attributes))
+    keys = ["Q#gender=*#language=*", "Q#gender=*#language=en"]
+    for key in keys:
+        world.setup_client.put_item(TableName=AGENT_TABLE, Item={
+            "pk": {"S": key}, "sk": {"S": old_sort}, "entity": {"S": "entry"}, "queue": {"S": "calls"},
+            "agentId": {"S": "a-en"}, "agentName": {"S": "a-en"}, "availableSince": {"N": "1"},
+            "entries": {"L": [{"S": k} for k in keys]}})
+    seed(store, queue="calls", payload={"preferences": {"language": "it"}})
+    seed(store, queue="calls", payload={"preferences": {"language": "en"}})
+    report = world.invoke(app, load_event("matcher-sns-wake.json"))
+    assert (report["matched"], report["timed_out"], report["orphans_removed"]) == (0, 1, 1), report
     # Out of time with calls still waiting: a tail call.
     assert world.invoke(app, load_event("matcher-sns-wake.json"), remaining_ms=1)["work_remains"] is True
     world.invoke(app, {"action": "agentAvailable"}, expect=InvalidEvent)
@@ -500,6 +516,30 @@ def test_every_broader_grant_is_explained_in_the_operations_guide():
         assert policy in text, policy
     for function in FUNCTIONS:
         assert function.removesuffix("Function") in text, function
+
+
+_DOC_ACTION = r"`(GetItem|BatchGetItem|UpdateItem|PutItem|DeleteItem|Query|Scan|BatchWriteItem|ConditionCheckItem)`"
+
+
+@pytest.mark.parametrize("function", ["MatcherFunction", "AgentEventsFunction"])
+def test_the_operations_guide_names_what_the_role_grants(function):
+    """docs/operations.md's table of what each role may do names exactly the DynamoDB actions (per table, an index
+    query as "`Query` on <index>") and the topics the template grants (it once named the wrong topic for the Matcher
+    and nothing on the queue table for AgentEvents)."""
+    from tests.support import ROOT
+
+    name = function.removesuffix("Function")
+    row = next(line for line in (ROOT / "docs" / "operations.md").read_text().splitlines()
+               if line.startswith(f"| {name} |") and line.count("|") == 5)
+    queue, agents, topics = (cell.strip() for cell in row.strip("|").split("|")[1:])
+    named = {(f"dynamodb:{m.group(1)}", "QueueTable" + (f"/index/{m.group(3)}" if m.group(3) else ""))
+             for m in re.finditer(_DOC_ACTION + r"( on (\w+Index))?", queue)}
+    named |= {(f"dynamodb:{m.group(1)}", "AgentTable") for m in re.finditer(_DOC_ACTION, agents)}
+    named |= {(m.group(1), m.group(2)) for m in re.finditer(r"`(sns:Publish)` on (\w+)", topics)}
+    granted = {(a, r) for a, r in grants(function)
+               if r.startswith(("QueueTable", "AgentTable")) or a == "sns:Publish"}
+    assert named == granted, f"docs/operations.md, row {name}: named, not granted {sorted(named - granted)}; " \
+                             f"granted, not named {sorted(granted - named)}"
 
 
 def test_runner_grants_are_off_by_default_and_the_deployers_when_given():
