@@ -139,7 +139,7 @@ class Enforcer:
         if not all(is_mapped(r) for _, r in needed):
             self.tally.record(function, needed, [], operation, unmapped=True)
             return
-        denied = [(a, r) for a, r in needed if not allows(granted, a, r)]
+        denied = sorted({(a, r) for a, r in needed if not allows(granted, a, r)})  # once per request and pair
         self.tally.record(function, needed, denied, operation, unmapped=False)
         if denied:
             raise access_denied(function, service, operation, denied[0])
