@@ -5,7 +5,9 @@ no payload reads after the first pass.
 
 Bounded: past ``limit`` calls the oldest learned are forgotten first (a forgotten call is read again if it still
 waits). ~150 bytes a call: 200,000 calls hold about 30 MB of the function's memory. Calls whose preferences are
-invalid are not kept: they are dead-lettered when met, and met again only if that lost a race.
+invalid are not kept: they are dead-lettered when met, and met again only if that lost a race. A call is known by
+its id and its ``ttl`` together: a caller's own id may come back as a new call once the old one's item is deleted
+(its TTL passed), and that call has another ttl.
 """
 
 from __future__ import annotations
@@ -31,20 +33,24 @@ class CallCache:
         self._calls: OrderedDict[str, KnownCall] = OrderedDict()
         self._lock = threading.Lock()  # matchers of one environment are one at a time; a test may share one
 
-    def get(self, task_id: str) -> KnownCall | None:
+    def get(self, task_id: str, ttl: int) -> KnownCall | None:
         with self._lock:
-            return self._calls.get(task_id)
+            return self._calls.get(_key(task_id, ttl))
 
-    def __contains__(self, task_id: str) -> bool:
+    def knows(self, task_id: str, ttl: int) -> bool:
         with self._lock:
-            return task_id in self._calls
+            return _key(task_id, ttl) in self._calls
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._calls)
 
-    def put(self, task_id: str, known: KnownCall) -> None:
+    def put(self, task_id: str, ttl: int, known: KnownCall) -> None:
         with self._lock:
-            self._calls[task_id] = known
+            self._calls[_key(task_id, ttl)] = known
             while len(self._calls) > self.limit:
                 self._calls.popitem(last=False)
+
+
+def _key(task_id: str, ttl: int) -> str:
+    return f"{task_id}#{ttl}"  # a task id never holds '#'

@@ -220,7 +220,7 @@ class Matcher:
         for page in _pages(itertools.islice(itertools.chain([head], calls), self._settings.calls_per_pass), _WALK_PAGE):
             self._learn(page, report)
             for candidate in page:
-                known = self._known.get(candidate.task_id)
+                known = self._known.get(candidate.task_id, candidate.ttl)
                 if known is None:  # gone meanwhile, or dead-lettered
                     continue
                 waiting.append(Waiting(candidate, known.key, known.created_ms))
@@ -332,7 +332,7 @@ class Matcher:
         """Learn the agent queue and creation time of every call this execution environment has not seen, in
         batches (a call's preferences never change: ``call_cache``); a call with invalid preferences is
         dead-lettered."""
-        unknown = [c for c in candidates if c.task_id not in self._known]
+        unknown = [c for c in candidates if not self._known.knows(c.task_id, c.ttl)]
         if not unknown:
             return
         facts = self._tasks.call_facts([c.task_id for c in unknown])
@@ -345,7 +345,7 @@ class Matcher:
             except InvalidAgentInput as exc:
                 self._dead_letter(candidate, str(exc), report)
                 continue
-            self._known.put(candidate.task_id, KnownCall(key, fact.created_ms))
+            self._known.put(candidate.task_id, candidate.ttl, KnownCall(key, fact.created_ms))
 
     def _dead_letter(self, candidate: Candidate, error: str, report: MatchReport) -> None:
         call = self._tasks.claim(candidate, self._owner)
