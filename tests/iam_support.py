@@ -41,10 +41,11 @@ STACK = "teststack"
 TEST_NAMES = Names({
     "test-queue-table": "QueueTable",
     "test-agent-table": "AgentTable",
-    "trigger-topic": "TriggerTopic",
     "worker-wake-up-topic": "WorkerWakeUpTopic",
     "failed-events": "FailedEventsQueue",
     f"{STACK}-WakeScheduleRole": "WakeScheduleRole",
+    f"{STACK}-WakeScheduleGroup-1A2B3C": "WakeScheduleGroup",
+    "stack-WakeScheduleGroup-1A2B3C": "WakeScheduleGroup",  # tests/integration/test_delayed_wakeup.py's
 }, stack=STACK)
 _DIR_ENV = "TASKQUEUE_IAM_TALLY_DIR"
 

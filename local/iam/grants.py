@@ -6,7 +6,7 @@ published documents) and the ``AWS::IAM::Policy`` resources attached to it, each
 template's parameters decide it.
 
 A grant is (action, resource key): actions with their wildcards expanded to the service's operations, resources
-as logical ids (``QueueTable``, ``QueueTable/index/ReadyIndex``, ``schedule/default/${AWS::StackName}-wake-*``,
+as logical ids (``QueueTable``, ``QueueTable/index/ReadyIndex``, ``schedule/${WakeScheduleGroup}/*``,
 ``*``), the form ``local.iam.requests`` gives a request.
 """
 

@@ -5,8 +5,8 @@ Most requests are the operation's name on the resource they name (``dynamodb:Get
 action of each item's operation (PutItem / UpdateItem / DeleteItem / ConditionCheckItem on each item's table); a
 TransactGetItems as GetItem per item; a batch as the batch action on every table it names.
 ``ReturnValuesOnConditionCheckFailure`` and ``ClientRequestToken`` need nothing more. An EventBridge Scheduler
-request is ``scheduler:<Operation>`` on ``schedule/<group>/<name>`` and, when it passes a role to the schedule's
-target, ``iam:PassRole`` on that role.
+request is ``scheduler:<Operation>`` on ``schedule/${<group's logical id>}/<name>`` (the stack's schedule group, as
+the template's grants name it) and, when it passes a role to the schedule's target, ``iam:PassRole`` on that role.
 
 Resources are named by the template's logical ids (``QueueTable``, ``QueueTable/index/ReadyIndex``,
 ``WorkerWakeUpTopic``), so that a request and a grant compare without account, region or stack; a physical name
@@ -23,15 +23,14 @@ from typing import Any
 
 TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
 UNMAPPED = "?"
-STACK_NAME = "${AWS::StackName}"
 
 Grant = tuple[str, str]  # (IAM action, resource key)
 
 
 @dataclass(frozen=True)
 class Names:
-    """Physical names (a table's name, a topic's ARN or name, a queue's URL, a role's ARN) -> logical ids, and the
-    stack's name (a scheduled wake-up's name starts with it)."""
+    """Physical names (a table's name, a topic's ARN or name, a queue's URL, a role's ARN, a schedule group's name)
+    -> logical ids, and the stack's name."""
 
     physical: Mapping[str, str] = field(default_factory=dict)
     stack: str | None = None
@@ -54,10 +53,10 @@ def iam_requests(service: str, operation: str, params: Mapping[str, Any], names:
     elif service == "sqs" and "QueueUrl" in params:
         yield f"sqs:{operation}", names.logical(str(params["QueueUrl"]))
     elif service == "scheduler" and "Name" in params:
-        name = str(params["Name"])
-        if names.stack:
-            name = name.replace(names.stack, STACK_NAME)
-        yield f"scheduler:{operation}", f"schedule/{params.get('GroupName') or 'default'}/{name}"
+        group = str(params.get("GroupName") or "default")
+        logical = names.physical.get(group)  # the stack's own group, granted as schedule/${<its logical id>}/...
+        where = f"schedule/${{{logical}}}" if logical else UNMAPPED + f"schedule/{group}"
+        yield f"scheduler:{operation}", f"{where}/{params['Name']}"
         if "RoleArn" in (params.get("Target") or {}):
             yield "iam:PassRole", names.logical(str(params["Target"]["RoleArn"]))
     else:

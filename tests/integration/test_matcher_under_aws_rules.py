@@ -348,11 +348,11 @@ def test_a_helper_never_takes_a_chunk_of_a_plan_that_expires_before_it_could_wri
     available(msvc, "ana")
     (call,) = create_calls(store, clock.now_ms(), {"language": "fr"})
     chunk = [pair_of(store, msvc.agents, call, FR_ANY)]
-    head = PlanHead("watcher#1", 1, clock.now_ms() + int(PLAN_SECONDS * 1000))
+    head = PlanHead("planner#1", 1, clock.now_ms() + int(PLAN_SECONDS * 1000))
     store.publish_plan("calls", head, [pairing.encode_chunk(chunk)])
     written: list[Any] = []
     helper = SharedPlan(store, "calls", "helper-1", clock, written.append)
-    clock.advance(PLAN_SECONDS - 0.5)  # the watcher plans these pairs again in half a second
+    clock.advance(PLAN_SECONDS - 0.5)  # the planner plans these pairs again in half a second
     assert helper.work(head, deadline=clock.monotonic() + 60) == set() and written == []
     clock.advance(1)
     assert store.take_chunk("calls", head, 0, "helper-2") is None  # expired: the store refuses it too

@@ -38,9 +38,12 @@ def test_a_query_of_an_index_needs_the_index_and_unknown_names_stay_unmapped():
     assert list(iam_requests("sns", "Publish", {"TopicArn": "arn:aws:sns:us-east-1:1:worker-wake-up-topic"}, NAMES)) == [
         ("sns:Publish", "WorkerWakeUpTopic")]
     assert list(iam_requests("dynamodb", "GetItem", {"TableName": "elsewhere"}, NAMES)) == [("dynamodb:GetItem", "?elsewhere")]
-    schedule = {"Name": "stack-wake-work", "Target": {"RoleArn": "arn:aws:iam::1:role/stack-WakeScheduleRole"}}
-    assert list(iam_requests("scheduler", "CreateSchedule", schedule, TEST_NAMES))[0] == (
-        "scheduler:CreateSchedule", "schedule/default/stack-wake-work")
+    schedule = {"Name": "wake-work", "GroupName": "teststack-WakeScheduleGroup-1A2B3C",
+                "Target": {"RoleArn": "arn:aws:iam::1:role/teststack-WakeScheduleRole"}}
+    assert list(iam_requests("scheduler", "CreateSchedule", schedule, TEST_NAMES)) == [
+        ("scheduler:CreateSchedule", "schedule/${WakeScheduleGroup}/wake-work"), ("iam:PassRole", "WakeScheduleRole")]
+    assert list(iam_requests("scheduler", "GetSchedule", {"Name": "wake-work"}, TEST_NAMES)) == [
+        ("scheduler:GetSchedule", "?schedule/default/wake-work")]  # not the stack's group: unmapped
 
 
 def test_the_grants_are_the_templates_after_the_sam_transform():
