@@ -5,7 +5,9 @@ request is checked against the function's role as template.yaml grants it: tests
 2. a callEnded sent again after the agent took the next call never queues the agent while it is on that call;
 3. a profile change that adds combinations while a match is planned leaves no entry of a busy agent behind;
 4. a lost race that leaves a fitting pair unmatched makes the run report work remaining (a tail call); a match
-   transaction DynamoDB throttles is retried, then ends the run reporting work remaining instead of failing it;
+   transaction DynamoDB throttles is retried, then ends the run reporting work remaining instead of failing it; a pass
+   longer than the planner's lease keeps it (a matcher started meanwhile does not plan too), and a planner whose
+   lease another matcher took after all stops planning;
 5. an agent who stays busy: its heartbeat names its call, past AGENT_BUSY_TIMEOUT_SECONDS says so and counts it, an
    agentAvailable then ends the call;
 6. a warm Matcher reads a call's preferences once; a match whose answer was lost is sent again as the same
@@ -29,6 +31,7 @@ from taskqueue.matching.rules import MatchSettings
 from taskqueue.matching.shared_plan import PLAN_SECONDS, SharedPlan
 from taskqueue.services import MatcherServices
 from taskqueue.store import PlanHead
+from taskqueue.store.record import PLANNER_LEASE_SECONDS
 from tests.agent_support import AGENT_TABLE, agent_table, create_calls, entries_by_agent, pair_of  # noqa: F401
 from tests.support import LambdaContextStub, load_event, load_function, metric_totals
 
@@ -243,6 +246,65 @@ def test_a_match_transaction_throttled_inside_is_retried_then_ends_the_run_repor
     assert store.get(later).status is TaskStatus.PENDING and svc.agents.get("ana").status is AgentStatus.QUEUED
     throttles["left"] = 0
     assert wake(svc)["matched"] == 1
+
+
+class Ticking(Intercepted):
+    """Intercepted, and each read of the agents takes 0.1 s of the clock: a run that loops without end meets its
+    budget (and the test fails) instead of hanging."""
+
+    def __init__(self, client: Any, clock: Any) -> None:
+        super().__init__(client)
+        self._clock = clock
+
+    def query(self, **request: Any) -> Any:
+        self._clock.advance(0.1)
+        return self._client.query(**request)
+
+
+def many_pairs(svc: MatcherServices, store: Any, clock: Any, n: int = 20) -> list[str]:
+    """``n`` agents and calls that fit them: more than one match transaction (16 pairs of 6 items each fill one),
+    fewer agents than MATCH_HELPER_MIN_AGENTS (the planner writes them itself)."""
+    for i in range(n):
+        available(svc, f"agent-{i:02}")
+    return create_calls(store, clock.now_ms(), {"language": "fr"}, n=n)
+
+
+def test_a_pass_longer_than_the_planners_lease_keeps_it(services, agent_table, store, clock):
+    """Each match transaction takes most of the lease (a slow DynamoDB, retries): a matcher started by the streams
+    meanwhile must find a live planner (and knock), not plan the same calls too."""
+    intercepted = Ticking(agent_table, clock)
+    svc = matcher_services(services, intercepted)
+    calls = many_pairs(svc, store, clock)
+    taken_by_another: list[int | None] = []
+
+    def slow(_request: dict[str, Any]) -> None:
+        intercepted.before = slow
+        clock.advance(PLANNER_LEASE_SECONDS - 1)
+        taken_by_another.append(store.take_planner("calls", "started-meanwhile", clock.now_ms()))
+
+    intercepted.before = slow
+    report = wake(svc)
+    assert report["matched"] == len(calls) and len(taken_by_another) >= 2, report
+    assert taken_by_another == [None] * len(taken_by_another), "the lease lapsed while its planner still planned"
+
+
+def test_a_planner_whose_lease_another_matcher_took_stops_planning(services, agent_table, store, clock):
+    """A match transaction outlasts the lease (a pause of the run's process) and a matcher started meanwhile takes
+    it: the first must not go on planning beside the new planner; what it left is the new planner's."""
+    intercepted = Ticking(agent_table, clock)
+    svc = matcher_services(services, intercepted)
+    calls = many_pairs(svc, store, clock)
+
+    def stalled(_request: dict[str, Any]) -> None:
+        clock.advance(PLANNER_LEASE_SECONDS + 1)
+        assert store.take_planner("calls", "started-meanwhile", clock.now_ms()) is not None
+
+    intercepted.before = stalled
+    report = wake(svc)
+    assert (report["stopped_by"], report["work_remains"]) == ("replaced", False), report
+    assert 0 < report["matched"] < len(calls), report
+    clock.advance(PLANNER_LEASE_SECONDS + 1)
+    assert wake(svc)["matched"] == len(calls) - report["matched"]
 
 
 # ---- 5. an agent busy forever ---------------------------------------------------------------------------------------

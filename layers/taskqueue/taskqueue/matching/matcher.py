@@ -91,6 +91,11 @@ class _Throttled(Exception):
     """A match transaction DynamoDB kept throttling: the run ends (``stopped_by`` throttled) and tail-calls."""
 
 
+class _Replaced(Exception):
+    """The planner's lease lapsed during a long pass and another matcher took it: the run ends (``stopped_by``
+    replaced), its plan's unwritten pairs left to the new planner."""
+
+
 class Matcher:
     def __init__(
         self,
@@ -111,6 +116,7 @@ class Matcher:
         self._rng = rng or random.Random()
         self._settings = agents.settings
         self._known = CallCache() if calls is None else calls
+        self._planner: Planner | None = None  # while this run plans: renewed before each match transaction
 
     def run(self, budget_seconds: float) -> MatchReport:
         queue = self._settings.queue
@@ -121,6 +127,7 @@ class Matcher:
         control = RecordView(self._tasks, queue, self._clock, _not_handled)
         planner = Planner(self._tasks, queue, self._owner, self._clock)
         report.planned = planner.begin()
+        self._planner = planner if report.planned else None
         try:
             if not report.planned:
                 self._help(report, control, deadline)
@@ -132,6 +139,8 @@ class Matcher:
                     planner.end()
         except _Throttled:
             report.stopped_by = "throttled"
+        except _Replaced:
+            report.stopped_by = "replaced"
         report.work_remains = _work_remains(report, lambda: self._tasks.has_claimable(queue))
         report.shed = self._tasks.drain_shed().get(queue, 0)
         return report
@@ -149,7 +158,8 @@ class Matcher:
             if control.paused_now():
                 report.stopped_by = "paused"
                 return
-            planner.keep()
+            if not planner.keep():
+                raise _Replaced
             snapshot = self._snapshot(queue, report, first)
             first = False
             if snapshot is None:  # no call waits
@@ -279,7 +289,10 @@ class Matcher:
                 self._backoff(attempt)
 
     def _match(self, chunk: Sequence[Pair], report: MatchReport) -> PairsResult:
-        """One match transaction; DynamoDB throttling it past the retries ends the run (``_Throttled``)."""
+        """One match transaction; DynamoDB throttling it past the retries ends the run (``_Throttled``). The planner
+        renews its lease first: a pass of many transactions must not let it lapse while it still plans."""
+        if self._planner is not None and not self._planner.keep():
+            raise _Replaced
         result = self._agents.match_pairs(chunk)
         if result.throttled:
             report.throttled += 1
