@@ -12,6 +12,8 @@ top to bottom of this list (tests/unit/test_layering.py checks it):
                 schedules, TTL
     emulator/   the embedded moto server behind one request lock, and its speed-ups (patches, sorted indexes)
     faults/     faults AWS produces and moto does not: the setting and the mechanisms of the emulator's fault chain
+    iam/        IAM as AWS enforces it: what a request needs, what a function's role grants, the check (the sandboxes
+                and the tests run every request of a function's code through it)
     template/   the stack description: the SAM template, its transform, intrinsics, Rules, filter patterns, cron
 
 Everything here is internal to the project (no compatibility names): import a module by its package path.

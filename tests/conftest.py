@@ -39,7 +39,8 @@ from taskqueue.core.settings import Settings  # noqa: E402
 from taskqueue.services import Services  # noqa: E402
 from taskqueue.store import TaskStore  # noqa: E402
 from taskqueue.wakeups.notify import Notifier  # noqa: E402
-from tests import dynamodb_local  # noqa: E402
+from tests import dynamodb_local, iam_support  # noqa: E402
+from tests.iam_support import iam_enforced  # noqa: E402,F401 - autouse: a request a role does not allow fails the test
 from tests.support import FakeClock, create_queue_table  # noqa: E402
 
 TABLE = "test-queue-table"
@@ -66,6 +67,8 @@ def _serialize_in_process_moto() -> None:
 
 
 _serialize_in_process_moto()
+# IAM as AWS enforces it: every request a function's code makes is checked against its role (tests/iam_support.py).
+iam_support.install()
 
 
 def _share_botocore_loader() -> None:
@@ -118,6 +121,7 @@ ENGINE_MODULES = {
     "tests/integration/test_client.py",
     "tests/integration/test_progress.py",
     "tests/integration/test_contact_center.py",
+    "tests/integration/test_matcher_under_aws_rules.py",
 }
 # Tests of those modules (or whole modules) that rely on moto itself: shown as skipped, with the reason, on
 # DynamoDB Local. A new test says so with @pytest.mark.moto_only(reason="...").
@@ -297,6 +301,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    iam_support.configure(config)
     for line in (
         "dynamodb_engines: also runs on DynamoDB Local (pytest --dynamodb=local)",
         "dynamodb_local_only: runs only on DynamoDB Local (pytest --dynamodb=local)",
@@ -430,7 +435,18 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    iam_support.summary(terminalreporter, config)
     terminalreporter.write_sep("-", f"DynamoDB engine of this run: {_engine_line(config)}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: each worker writes its IAM tally where the controller reads them."""
+    iam_support.configure_node(node)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    iam_support.session_finish(session)
 
 
 def _engine_line(config: pytest.Config) -> str:

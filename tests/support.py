@@ -64,7 +64,8 @@ def create_queue_table(client: Any, name: str) -> None:
 
 
 def load_function(directory: str) -> ModuleType:
-    """Import functions/<directory>/app.py under a unique module name (every handler file is app.py)."""
+    """Import functions/<directory>/app.py under a unique module name (every handler file is app.py), its entry
+    points running as the function (``tests.iam_support``: its requests are checked against its role)."""
     name = f"{directory}_app"
     path = ROOT / "functions" / directory / "app.py"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -72,7 +73,9 @@ def load_function(directory: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    return module
+    from tests.iam_support import checked_module  # its requests are checked against the function's role
+
+    return checked_module(module, directory)
 
 
 def load_event(name: str) -> dict[str, Any]:

@@ -3,8 +3,11 @@
 Events (examples in events/agent_events-*.json):
 - {"action": "agentAvailable", "agent": {"agentId", "name", "attributes": {"language": [...], "gender": [...]}}};
 - {"action": "agentOffline", "agentId": "..."};
-- {"action": "callEnded", "agentId": "...", "callId": "..."} (callId optional);
-- {"action": "agentHeartbeat", "agentId": "..."}: the agent is still there (AGENT_TIMEOUT_SECONDS);
+- {"action": "callEnded", "agentId": "...", "callId": "..."}: the call the agent was on (required: a callEnded sent
+  again after the agent took the next call must not queue it while it is on that call);
+- {"action": "agentHeartbeat", "agentId": "..."}: the agent is still there (AGENT_TIMEOUT_SECONDS); an agent on a call
+  is answered ``busy`` with its callId (send callEnded for it if the agent is not on it), past
+  AGENT_BUSY_TIMEOUT_SECONDS ``busy-too-long`` (metric AgentsBusyTooLong);
 - {"action": "callerHungUp", "callId": "..."}: the caller left; their call is never matched (taskqueue.matching.hangup);
 - {"action": "queueDepth", "preferences": {"language": "fr"}}: agents waiting for that combination.
 
@@ -30,6 +33,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from taskqueue.core.describe import json_kind, shown
 from taskqueue.core.errors import InvalidAgentInput
 from taskqueue.matching import rules as matching
+from taskqueue.matching.agents import AgentOutcome, Presence
 from taskqueue.matching.hangup import HangUpOutcome, hang_up
 from taskqueue.services import MatcherServices
 
@@ -48,6 +52,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "queueDepth": ("preferences",),
 }
 ACTIONS = tuple(FIELDS)
+# Outcomes that say an agent is stranded on a call (its callEnded lost): counted in the metric AgentsBusyTooLong.
+BUSY_TOO_LONG = frozenset({AgentOutcome.BUSY_TOO_LONG})
 
 
 @functools.cache
@@ -78,20 +84,17 @@ def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
                 f'agent must be a JSON object {{"agentId", "name", "attributes"}}, got {shown(agent)}'
             )
         profile = matching.parse_profile(agent, svc.match_settings.attributes)
-        outcome = agents.put_available(profile)
+        presence = agents.make_available(profile)
         agent_id = profile.agent_id
     elif action == "agentOffline":
         agent_id = matching.validate_agent_id(event.get("agentId"))
-        outcome = agents.offline(agent_id)
+        presence = Presence(agents.offline(agent_id))
     elif action == "callEnded":
         agent_id = matching.validate_agent_id(event.get("agentId"))
-        call_id = event.get("callId")
-        if call_id is not None and not isinstance(call_id, str):
-            raise InvalidAgentInput(f"callId must be a string, got {shown(call_id)}")
-        outcome = agents.call_ended(agent_id, call_id)
+        presence = Presence(agents.call_ended(agent_id, _call_id(event.get("callId"))))
     elif action == "agentHeartbeat":
         agent_id = matching.validate_agent_id(event.get("agentId"))
-        outcome = agents.heartbeat(agent_id)
+        presence = agents.heartbeat_of(agent_id)
     else:  # queueDepth
         preferences = event.get("preferences")
         if preferences is not None and not isinstance(preferences, Mapping):
@@ -100,10 +103,29 @@ def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
             )
         key = matching.preferences_key(preferences, svc.match_settings.attributes)
         return {"queueKey": key, "depth": agents.depth(key)}
+    outcome = presence.outcome
     metrics.add_dimension(name="queue", value=svc.match_settings.queue)
     metrics.add_metric(name="AgentEvents", unit=MetricUnit.Count, value=1)
+    if outcome in BUSY_TOO_LONG or presence.ended_call is not None:
+        metrics.add_metric(name="AgentsBusyTooLong", unit=MetricUnit.Count, value=1)
+        logger.warning("agent busy past AGENT_BUSY_TIMEOUT_SECONDS: its callEnded was likely lost",
+                       extra={"agent_id": agent_id, "call_id": presence.call_id or presence.ended_call,
+                              "outcome": outcome.value})
     logger.info("agent event", extra={"action": action, "agent_id": agent_id, "outcome": outcome.value})
-    return {"action": action, "agentId": agent_id, "outcome": outcome.value}
+    return {"action": action, "agentId": agent_id, "outcome": outcome.value, **presence.answer()}
+
+
+def _call_id(value: Any) -> str:
+    """A callEnded's callId: required, the call's task id (the one the match recorded for the agent)."""
+    if value is None:
+        raise InvalidAgentInput(
+            "callEnded needs the callId of the call that ended (the call's task id, which the match gave the agent; "
+            "an agentHeartbeat of a busy agent answers it): without it, a callEnded sent again after the agent took "
+            "the next call would queue an agent who is on a call"
+        )
+    if not isinstance(value, str):
+        raise InvalidAgentInput(f"callId must be a string, got {shown(value)}")
+    return value
 
 
 def caller_hung_up(call_id: Any, svc: MatcherServices) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def handle(event: Any, remaining_seconds: float, owner: str, svc: MatcherService
 def run_matcher(
     svc: MatcherServices, owner: str, budget_seconds: float, correlation: Correlation | None = None
 ) -> MatchReport:
-    matcher = Matcher(svc.base.store, svc.agents, owner=owner, clock=svc.base.clock)
+    matcher = Matcher(svc.base.store, svc.agents, owner=owner, clock=svc.base.clock, calls=svc.calls)
     report = matcher.run(budget_seconds)
     if report.work_remains:  # a tail call: a publish SNS refuses after its retries fails the run (Lambda retries it)
         if svc.base.notifier is None:
@@ -99,6 +99,7 @@ def emit_metrics(report: MatchReport) -> None:
         ("MatchConflicts", report.conflicts),
         ("CallsDeadLettered", report.invalid),
         ("AgentsTimedOut", report.timed_out),
+        ("MatchesThrottled", report.throttled),
         ("TasksShed", report.shed),
         ("TailCalls", int(report.work_remains)),
     ), "WaitTimeAtMatch", report.wait_times_ms)

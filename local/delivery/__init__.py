@@ -12,7 +12,8 @@
 - ``ttl.py``: DynamoDB TTL deletions (late, as AWS deletes them), marked on the stream as TTL's
 - ``change_feed.py``: the emulator's changes, followed so an idle poller waits instead of asking
 
-May import: ``local.template`` (function specs, account and region, filter patterns, cron), and of the emulator
+May import: ``local.template`` (function specs, account and region, filter patterns, cron), ``local.iam`` (the
+sandboxes check each request of a function's code against its role), and of the emulator
 only ``local.emulator.changes`` (the names of the kinds of change its feed counts). It reaches AWS through boto3
 clients the engine gives it, and the feed over HTTP.
 """

@@ -14,7 +14,11 @@ epoch that every sandbox of the engine shares, so all functions agree on the tim
 900 x time_scale real seconds, and a runner that sleeps 300 s sleeps 300 x time_scale: the platform's durations are
 scaled by the same factor (schedules, batching windows, retries), so the whole stack keeps its proportions.
 
-This file is also the child's program, so the child half uses the standard library only.
+IAM as AWS enforces it (``local/iam``): the child checks every request of the function's code against the grants
+and names the parent hands it (``LOCAL_SANDBOX_IAM``): one its role does not allow fails with AccessDenied. Each
+response carries what was checked; the parent adds it to ``local.iam.enforce.TALLY`` and logs each denial.
+
+This file is also the child's program, so the child half uses the standard library only (and ``local.iam``'s).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import sys
 import time
 import traceback
 import uuid
+from typing import Any
 
 END_MARK = "\x00local-sandbox-end "
 READY_MARK = "\x00local-sandbox-ready"  # the child's init (the handler's import) is over
@@ -77,6 +82,15 @@ class LambdaContext:
         return max(0, int((self._deadline - time.time()) * 1000))
 
 
+def _enforce_iam(spec: str) -> Any:
+    """Check every request against the function's role (``local.iam.enforce.enforce_process``); the repository's root
+    goes last on the import path, after the function's code and layers, for ``local.iam`` alone."""
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    from local.iam.enforce import enforce_process
+
+    return enforce_process(json.loads(spec))
+
+
 def _child() -> None:
     results = os.fdopen(int(os.environ.pop("LOCAL_SANDBOX_RESULT_FD")), "w", buffering=1)
     clock = os.environ.pop("LOCAL_SANDBOX_CLOCK", "")
@@ -86,6 +100,8 @@ def _child() -> None:
     code_dir = os.environ["LAMBDA_TASK_ROOT"]
     layers = [p for p in os.environ.pop("LOCAL_SANDBOX_LAYERS", "").split(os.pathsep) if p]
     sys.path[:] = [code_dir, *layers] + [p for p in sys.path[1:] if p]
+    iam = os.environ.pop("LOCAL_SANDBOX_IAM", "")
+    tally = _enforce_iam(iam) if iam else None
     module_name, _, function_name = os.environ["_HANDLER"].rpartition(".")
     handler = None
     init_error = None
@@ -109,6 +125,8 @@ def _child() -> None:
                 traceback.print_exc()
                 response = {"ok": False, "errorType": type(exc).__name__, "errorMessage": str(exc),
                             "stackTrace": traceback.format_exc().splitlines()}
+        if tally is not None:
+            response["iam"] = tally.take()
         sys.stdout.flush()
         sys.stderr.flush()
         print(END_MARK + request["request_id"], flush=True)
@@ -124,8 +142,8 @@ if __name__ != "__main__":
     from collections.abc import Callable
     from dataclasses import dataclass, field
     from pathlib import Path
-    from typing import Any
 
+    from local.iam.enforce import TALLY
     from local.template.template import ACCOUNT, REGION, FunctionSpec
 
     @dataclass
@@ -140,10 +158,13 @@ if __name__ != "__main__":
         timed_out: bool = False
         throttled: bool = False
         cold_start: bool = False
+        denied: list[dict[str, str]] = field(default_factory=list)  # requests its role did not allow (AccessDenied)
 
-    def sandbox_environment(spec: FunctionSpec, endpoint_url: str, clock: tuple[float, float] | None = None) -> dict[str, str]:
+    def sandbox_environment(spec: FunctionSpec, endpoint_url: str, clock: tuple[float, float] | None = None,
+                            iam: dict[str, Any] | None = None) -> dict[str, str]:
         """The function's environment, as Lambda would set it, pointed at the emulator. ``clock``: (scale, epoch) of
-        a scaled function clock (see the module's docstring)."""
+        a scaled function clock (see the module's docstring); ``iam``: the function's grants and the stack's names
+        (``local.engine``), checked on every request of its code."""
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LANG": "C.UTF-8",
@@ -170,6 +191,8 @@ if __name__ != "__main__":
         env["POWERTOOLS_TRACE_DISABLED"] = "true"
         if clock is not None:
             env["LOCAL_SANDBOX_CLOCK"] = f"{clock[0]!r} {clock[1]!r}"
+        if iam is not None:
+            env["LOCAL_SANDBOX_IAM"] = json.dumps(iam)
         return env
 
     class Sandbox:
@@ -252,6 +275,9 @@ if __name__ != "__main__":
                              if inv.timed_out else {"errorType": "Runtime.ExitError", "errorMessage": "the runtime exited"})
             else:
                 self._end.wait(2.0)
+                checked = response.pop("iam", None) or {}
+                TALLY.merge(checked)
+                inv.denied = [d for tally in checked.values() for d in tally.get("denied", [])]
                 inv.ok = bool(response.pop("ok"))
                 if inv.ok:
                     inv.result = response.get("result")
@@ -282,9 +308,10 @@ if __name__ != "__main__":
         """The execution environments of one function, at most ``limit`` of them busy at once."""
 
         def __init__(self, spec: FunctionSpec, endpoint_url: str, limit: int,
-                     log_sink: Callable[[str, str], None] | None = None, clock: tuple[float, float] | None = None) -> None:
+                     log_sink: Callable[[str, str], None] | None = None, clock: tuple[float, float] | None = None,
+                     iam: dict[str, Any] | None = None) -> None:
             self.spec = spec
-            self.env = sandbox_environment(spec, endpoint_url, clock)
+            self.env = sandbox_environment(spec, endpoint_url, clock, iam)
             self.limit = limit
             self.log_sink = log_sink
             self._idle: list[Sandbox] = []
@@ -293,7 +320,7 @@ if __name__ != "__main__":
             self._lock = threading.Lock()
             self._closed = False
             self.stats = {"invocations": 0, "errors": 0, "timeouts": 0, "throttles": 0, "cold_starts": 0,
-                          "duration_seconds": 0.0, "max_concurrency": 0}
+                          "duration_seconds": 0.0, "max_concurrency": 0, "access_denied": 0}
 
         @property
         def busy(self) -> int:
@@ -320,12 +347,15 @@ if __name__ != "__main__":
                     with self._lock:
                         self._all = [s for s in self._all if s.alive] + [sandbox]
                 inv = sandbox.invoke(event, request_id=request_id)
+                for denied in inv.denied if self.log_sink else ():
+                    self.log_sink(self.spec.logical_id, f"AccessDenied (as on AWS): {denied['operation']} needs {denied['action']} on {denied['resource']}")
             finally:
                 with self._lock:
                     self._busy -= 1
             with self._lock:
                 self.stats["invocations"] += 1
                 self.stats["errors"] += 0 if inv.ok else 1
+                self.stats["access_denied"] += len(inv.denied)
                 self.stats["timeouts"] += int(inv.timed_out)
                 self.stats["cold_starts"] += int(inv.cold_start)
                 self.stats["duration_seconds"] += inv.duration

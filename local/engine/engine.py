@@ -26,6 +26,7 @@ from local.delivery.ttl import TtlRegistry, TtlSweeper
 from local.emulator.server import Emulator, exempt_from_faults
 from local.engine.observer import Observer
 from local.faults.faults import NEVER, Faults, FaultsError
+from local.iam.grants import sandbox_spec
 from local.template.template import REGION, FunctionSpec, Template
 
 log = logging.getLogger("local.engine")
@@ -47,7 +48,7 @@ class Engine:
                  ttl_interval: float = 1.0, log_file: str | Path | None = None, schedules: bool = True,
                  stack: str = "taskqueue-local", faults: Faults | None = None, emulator: Emulator | None = None,
                  seeder: Seeder | None = None, scale_clocks: bool = False, one_time_schedules: bool = True,
-                 change_feed: bool = True) -> None:
+                 change_feed: bool = True, enforce_iam: bool = True) -> None:
         """``emulator``: a configured, not yet started Emulator to run instead of the default one (the local stack
         gives a fixed port and its Lambda API). ``seeder``: puts saved items and messages into each table and queue
         right after it is created, before its stream is read (``local/engine/persist.py``). ``scale_clocks``: the functions'
@@ -55,7 +56,8 @@ class Engine:
         runner's run, leases) pass as fast as the platform's; the TTL sweeper keeps that time. ``one_time_schedules``: fire
         the EventBridge Scheduler ``at()`` schedules the functions create (``local/delivery/one_time_schedules.py``).
         ``change_feed``: the pollers wait for the emulator's changes instead of asking at their cadence when idle
-        (``local/delivery/change_feed.py``; False: they ask, as a poller of an endpoint without the feed does)."""
+        (``local/delivery/change_feed.py``; False: they ask, as a poller of an endpoint without the feed does).
+        ``enforce_iam``: each request of a function's code is checked against its role, as on AWS (``local/iam``)."""
         self.template_path = Path(template)
         self.overrides = dict(overrides or {})
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
@@ -87,6 +89,7 @@ class Engine:
         self.sweepers: list[TtlSweeper] = []
         self.sns: SnsDelivery | None = None
         self.use_change_feed = change_feed
+        self.enforce_iam = enforce_iam
         self.changes: ChangeFeed | None = None
         self.ttl = TtlRegistry()
         self.invocations: list[dict[str, Any]] = []
@@ -235,7 +238,8 @@ class Engine:
                 continue
             self.functions[logical] = spec
             limit = spec.reserved_concurrency if spec.reserved_concurrency is not None else UNRESERVED_CONCURRENCY
-            self.pools[logical] = FunctionPool(spec, self.endpoint_url or "", limit, self._log_line, self.clock)
+            iam = sandbox_spec(self.template, logical) if self.enforce_iam else None  # its role's grants, checked
+            self.pools[logical] = FunctionPool(spec, self.endpoint_url or "", limit, self._log_line, self.clock, iam)
             self.invokers[logical] = AsyncInvoker(self.pools[logical], spec, self.time_scale, self._send_failure,
                                                   self._invoked)
 
@@ -376,6 +380,7 @@ class Engine:
         report["ttl"] = {"lateness_seconds": None if self.faults.ttl_lateness == NEVER else self.ttl_lateness,
                          "deleted": sum(s.deleted for s in self.sweepers)}
         report["lambda_throttles"] = {name: pool.stats["throttles"] for name, pool in self.pools.items()}
+        report["access_denied"] = {name: pool.stats["access_denied"] for name, pool in self.pools.items()}
         return report
 
     def wait_for(self, condition: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:

@@ -176,13 +176,13 @@ class ConflictOnTheCall(FaultyClient):
         super().__init__(client)
         self.times = times
 
-    def transact_write_items(self, TransactItems: list[dict[str, Any]]) -> dict[str, Any]:
+    def transact_write_items(self, TransactItems: list[dict[str, Any]], **request: Any) -> dict[str, Any]:
         if self.times > 0:
             self.times -= 1
             reasons = [{"Code": "TransactionConflict"}] + [{"Code": "None"}] * (len(TransactItems) - 1)
             raise ClientError({"Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
                                "CancellationReasons": reasons}, "TransactWriteItems")
-        return self._client.transact_write_items(TransactItems=TransactItems)
+        return self._client.transact_write_items(TransactItems=TransactItems, **request)
 
 
 def test_a_matcher_run_survives_a_conflict_on_the_call_it_matches(settings, clock, dynamodb, agent_table):

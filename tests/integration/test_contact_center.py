@@ -388,5 +388,5 @@ def test_fifo_holds_among_the_calls_an_agent_fits_across_pages(msvc, store, cloc
     available(msvc, "bea", ["fr", "en"])
     assert wake(msvc)["matched"] == 2
     assert [store.get(c).result["agentId"] if store.get(c).result else None for c in fitting] == ["ana", "bea", None]
-    invoke(agent_events, {"action": "callEnded", "agentId": "ana"}, msvc)
+    invoke(agent_events, {"action": "callEnded", "agentId": "ana", "callId": fitting[0]}, msvc)
     assert wake(msvc)["matched"] == 1 and store.get(fitting[2]).result["agentId"] == "ana"

@@ -3,7 +3,9 @@ on exactly the resources, that its code (and Lambda on its behalf) really uses.
 
 Granted: template.yaml expanded by the SAM transform (aws-sam-translator, as ``sam validate`` and CloudFormation
 run it), so SAM's policy templates (DynamoDBCrudPolicy, SNSPublishMessagePolicy, ...) and the policies SAM adds
-itself (an event source's on-failure destination, AWS managed policies) become the IAM statements AWS evaluates.
+itself (an event source's on-failure destination, AWS managed policies) become the IAM statements AWS evaluates
+(``local/iam/grants.py``; the same grants check every request of the suite, ``tests/iam_support.py``, and of the
+local engine's sandboxes). A request's actions: ``local/iam/requests.py``.
 
 Called: each handler runs through its Lambda entry point against moto, with the environment the template gives it
 (Globals + its own variables, references resolved to the moto resources) and the boto3 clients its own code builds;
@@ -27,9 +29,7 @@ attaches and are the documented ones (BROADER_GRANTS; docs/operations.md, "Secur
 from __future__ import annotations
 
 import contextlib
-import copy
 import fnmatch
-import functools
 import json
 import re
 import threading
@@ -38,9 +38,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
-import botocore.session
 import pytest
 
+from local.iam.grants import LOGS, STREAM_READ, expand, logical_of, resource_key, role_grants
+from local.iam.grants import platform_calls as platform_calls_of
+from local.iam.requests import Names, allows, iam_requests
 from taskqueue.client import TaskQueueClient
 from taskqueue.core.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, PermanentTaskError, TaskQueueError
 from taskqueue.core.model import Task, new_tasks, parse_create_request
@@ -53,6 +55,7 @@ from taskqueue.store import TaskStore
 from taskqueue.work.lease import extend_lease
 from tests.agent_support import AGENT_TABLE, create_agent_table
 from tests.conftest import TABLE, make_settings
+from tests.iam_support import STACK, stack
 from tests.support import FakeClock, LambdaContextStub, load_event, load_function, template
 
 # Error paths end without metrics: Powertools warns that it has none to publish.
@@ -60,56 +63,15 @@ pytestmark = pytest.mark.filterwarnings("ignore:No application metrics to publis
 
 FUNCTIONS = ("CreateTasksFunction", "TriggerFunction", "ProcessTasksFunction", "MatcherFunction", "AgentEventsFunction")
 DATA_TYPES = ("AWS::DynamoDB::Table", "AWS::SNS::Topic", "AWS::SQS::Queue", "AWS::IAM::Role")
-# The stack's name in the functions' environment here; requests naming it are mapped back to ${AWS::StackName}.
-STACK = "teststack"
-SCHEDULE_GROUP = "teststack-WakeScheduleGroup-1A2B3C"  # the stack's schedule group, as CloudFormation names it
+SCHEDULE_GROUP = f"{STACK}-WakeScheduleGroup-1A2B3C"  # the stack's schedule group, as CloudFormation names it
 SCHEDULES = "schedule/${WakeScheduleGroup}/*"  # the scheduled wake-ups (template: WAKE_SCHEDULE_GROUP)
 
-# ---- what the role grants: the SAM transform's output ------------------------------------------------------
+# ---- what the role grants: the SAM transform's output (local/iam/grants.py) --------------------------------------
 
-# The AWS managed policies SAM attaches to the roles it generates, as AWS publishes them (their ARNs are fixed).
-# SAM adds them by itself; a function with its own generated role cannot drop them.
-MANAGED_POLICIES: dict[str, list[dict[str, Any]]] = {
-    "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole": [
-        {"Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"], "Resource": "*"},
-    ],
-    "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess": [
-        {
-            "Effect": "Allow",
-            "Action": [
-                "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
-                "xray:GetSamplingTargets", "xray:GetSamplingStatisticSummaries",
-            ],
-            "Resource": "*",
-        },
-    ],
-    "arn:aws:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole": [
-        {
-            "Effect": "Allow",
-            "Action": [
-                "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "ec2:CreateNetworkInterface",
-                "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DeleteNetworkInterface",
-                "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
-            ],
-            "Resource": "*",
-        },
-    ],
-    "arn:aws:iam::aws:policy/service-role/AWSLambdaDynamoDBExecutionRole": [
-        {
-            "Effect": "Allow",
-            "Action": [
-                "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
-                "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
-            ],
-            "Resource": "*",
-        },
-    ],
-}
-
-_LOGS = {"logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"}
+_LOGS = LOGS
 _XRAY = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules", "xray:GetSamplingTargets",
          "xray:GetSamplingStatisticSummaries"}
-_STREAM_READ = {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams"}
+_STREAM_READ = STREAM_READ
 _VPC_ENI = {"ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
             "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"}
 # The runner's own grants (RunnerManagedPolicyArns, RunnerPolicy) are the deployer's choice and off under the defaults.
@@ -136,137 +98,26 @@ BROADER_GRANTS: dict[str, dict[str, str]] = {
     },
 }
 
-# IAM-only DynamoDB actions (no API operation has these names): a wildcard in a policy also grants them.
-_IAM_ONLY = {"dynamodb": {"ConditionCheckItem", "PartiQLSelect", "PartiQLInsert", "PartiQLUpdate", "PartiQLDelete"}}
-
-
-@functools.cache
-def translated() -> dict[str, Any]:
-    """template.yaml after the SAM transform, as `sam validate` runs it: local code paths as S3 URIs, no managed
-    policy lookups (the managed policies SAM attaches by ARN need none)."""
-    from samtranslator.parser.parser import Parser
-    from samtranslator.translator.translator import Translator
-
-    sam = copy.deepcopy(template())
-    for resource in sam["Resources"].values():
-        props = resource.get("Properties") or {}
-        for key in ("CodeUri", "ContentUri"):
-            if isinstance(props.get(key), str):
-                props[key] = f"s3://bucket/{props[key]}"
-    translator = Translator(managed_policy_map={}, sam_parser=Parser(),
-                            boto_session=boto3.session.Session(region_name="us-east-1"))
-    return translator.translate(sam_template=sam, parameter_values={}, get_managed_policy_map=lambda: {})
-
-
-def _logical(expr: Any) -> str:
-    if isinstance(expr, dict) and "Ref" in expr:
-        return str(expr["Ref"])
-    if isinstance(expr, dict) and "Fn::GetAtt" in expr:
-        target = expr["Fn::GetAtt"]
-        return str(target[0] if isinstance(target, list) else target.split(".", 1)[0])
-    raise AssertionError(f"cannot tell which resource {expr!r} names")
-
-
-def resource_key(expr: Any) -> str:
-    """A policy Resource as '<LogicalId>[/index/<name>]' or '*'."""
-    if expr == "*":
-        return "*"
-    if isinstance(expr, dict) and ("Ref" in expr or "Fn::GetAtt" in expr):
-        return _logical(expr)
-    if isinstance(expr, dict) and "Fn::Sub" in expr:
-        body = expr["Fn::Sub"]
-        text, variables = (body, {}) if isinstance(body, str) else body
-        if text.startswith("arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:"):
-            return "schedule/" + text.split(":schedule/", 1)[1]  # schedule/${WakeScheduleGroup}/<name pattern>
-
-        def name(match: re.Match[str]) -> str:
-            var = match.group(1)
-            if var in variables:
-                return f"<{_logical(variables[var])}>"
-            if var.endswith(".Arn"):
-                return f"<{var[:-4]}>"
-            if var.startswith("AWS::"):
-                return var
-            raise AssertionError(f"unknown variable {var!r} in {expr!r}")
-
-        resolved = re.sub(r"\$\{([^}]+)\}", name, text)
-        found = re.search(r"<(\w+)>(.*)$", resolved)
-        assert found, f"cannot tell which resource {expr!r} names"
-        return found.group(1) + found.group(2)
-    raise AssertionError(f"cannot read the policy resource {expr!r}")
-
-
-@functools.cache
-def _operations(service: str) -> frozenset[str]:
-    return frozenset(botocore.session.get_session().get_service_model(service).operation_names) | _IAM_ONLY.get(service, set())
-
-
-def expand(action: str) -> set[str]:
-    """'sqs:SendMessage*' -> {'sqs:SendMessage', 'sqs:SendMessageBatch'}; other services' actions as written."""
-    service, _, pattern = action.partition(":")
-    if service in ("dynamodb", "sns", "sqs") and any(c in pattern for c in "*?"):
-        return {f"{service}:{op}" for op in _operations(service) if fnmatch.fnmatchcase(op, pattern)}
-    return {action}
-
-
 def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+def translated() -> dict[str, Any]:
+    """template.yaml after the SAM transform, as `sam validate` runs it (the parameters' defaults)."""
+    return stack().cfn
+
+
 def grants(function: str) -> set[tuple[str, str]]:
     """(action, resource key) pairs the function's role allows, wildcards in actions expanded."""
-    out = translated()["Resources"]
-    role = out[f"{function}Role"]["Properties"]
-    statements = [s for p in role.get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
-    for arn in role.get("ManagedPolicyArns", []):
-        if isinstance(arn, dict) and arn.get("Fn::If", [None])[0] in RUNNER_CONDITIONS:
-            continue  # off unless the deployer names a policy (test_runner_grants_are_off_by_default)
-        assert arn in MANAGED_POLICIES, f"{function}: managed policy {arn} is not known to this test: add its document"
-        statements += MANAGED_POLICIES[arn]
-    found: set[tuple[str, str]] = set()
-    for statement in statements:
-        assert statement["Effect"] == "Allow" and "NotAction" not in statement and "NotResource" not in statement
-        for action in _as_list(statement["Action"]):
-            for resource in _as_list(statement["Resource"]):
-                found |= {(a, resource_key(resource)) for a in expand(action)}
-    return found
-
-
-def allows(granted: set[tuple[str, str]], action: str, resource: str) -> bool:
-    return any(a == action and fnmatch.fnmatchcase(resource, r) for a, r in granted)
+    return set(role_grants(stack(), function).grants)
 
 
 def platform_calls(function: str) -> set[tuple[str, str]]:
     """What Lambda does with the function's role, read from the translated template."""
-    out = translated()["Resources"]
-    calls = {(a, f"log-group:/aws/lambda/{function}") for a in _LOGS}
-    if (out[function]["Properties"].get("TracingConfig") or {}).get("Mode") == "Active":
-        calls |= {("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*")}
-
-    def on_failure(props: dict[str, Any]) -> set[tuple[str, str]]:
-        destination = ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
-        if destination is None:
-            return set()
-        target = _logical(destination)
-        action = {"AWS::SQS::Queue": "sqs:SendMessage", "AWS::SNS::Topic": "sns:Publish"}[out[target]["Type"]]
-        return {(action, target)}
-
-    for resource in out.values():
-        props = resource.get("Properties") or {}
-        if props.get("FunctionName") != {"Ref": function}:
-            continue
-        if resource["Type"] == "AWS::Lambda::EventSourceMapping":
-            table = _logical(props["EventSourceArn"])
-            calls |= {(a, f"{table}/stream/*") for a in _STREAM_READ} | on_failure(props)
-        elif resource["Type"] == "AWS::Lambda::EventInvokeConfig":
-            calls |= on_failure(props)
-    return calls
+    return platform_calls_of(stack(), function)
 
 
 # ---- what the code calls: a botocore hook on the clients the handlers build --------------------------------
-
-_TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
-
 
 class Recorder:
     """Records (IAM action, resource key) of every request made while ``recording`` is on."""
@@ -298,36 +149,7 @@ class Recorder:
         return self.names.get(physical, f"?{physical}")
 
     def iam_requests(self, service: str, operation: str, params: dict[str, Any]) -> Iterator[tuple[str, str]]:
-        if service == "dynamodb":
-            if operation == "TransactWriteItems":
-                for item in params["TransactItems"]:
-                    (kind, body), = item.items()
-                    yield f"dynamodb:{_TRANSACT_ACTIONS[kind]}", self._name(body["TableName"])
-            elif operation == "TransactGetItems":
-                for item in params["TransactItems"]:
-                    yield "dynamodb:GetItem", self._name(item["Get"]["TableName"])
-            elif operation in ("BatchGetItem", "BatchWriteItem"):
-                for table in params["RequestItems"]:
-                    yield f"dynamodb:{operation}", self._name(table)
-            elif "TableName" in params:
-                resource = self._name(params["TableName"])
-                if params.get("IndexName"):
-                    resource += f"/index/{params['IndexName']}"
-                yield f"dynamodb:{operation}", resource
-            else:
-                yield f"dynamodb:{operation}", "?unmapped"
-        elif service == "sns" and "TopicArn" in params:
-            yield f"sns:{operation}", self._name(params["TopicArn"])
-        elif service == "sqs" and "QueueUrl" in params:
-            yield f"sqs:{operation}", self._name(params["QueueUrl"])
-        elif service == "scheduler" and "Name" in params:
-            group = params.get("GroupName") or "default"
-            group = "${WakeScheduleGroup}" if group == SCHEDULE_GROUP else group
-            yield f"scheduler:{operation}", f"schedule/{group}/{params['Name']}"
-            if "RoleArn" in (params.get("Target") or {}):
-                yield "iam:PassRole", self._name(params["Target"]["RoleArn"])
-        else:
-            yield f"{service}:{operation}", "?unmapped"
+        return iam_requests(service, operation, params, Names(self.names, stack=STACK))
 
 
 @pytest.fixture
@@ -373,8 +195,8 @@ class World:
         if isinstance(value, dict) and "Fn::If" in value:  # a value that depends on a parameter
             condition, if_true, if_false = value["Fn::If"]
             return self._resolve(if_true if self._holds(template()["Conditions"][condition]) else if_false)
-        if isinstance(value, dict) and "Fn::GetAtt" in value and _logical(value) in self.physical:
-            return self.physical[_logical(value)]  # an ARN: the role, the function
+        if isinstance(value, dict) and "Fn::GetAtt" in value and logical_of(value) in self.physical:
+            return self.physical[logical_of(value)]  # an ARN: the role, the function
         if isinstance(value, dict) and "Fn::Sub" in value and isinstance(value["Fn::Sub"], str):
             assert set(re.findall(r"\$\{([^}]+)\}", value["Fn::Sub"])) <= {"AWS::StackName"}, value
             return value["Fn::Sub"].replace("${AWS::StackName}", STACK)
@@ -568,8 +390,24 @@ def run_matcher(world: World) -> None:
     seed(store, queue="calls", payload={"preferences": {"planet": "mars"}})  # can never match: dead-lettered
     seed(store, past, queue="calls", ttlSeconds=60)  # the caller hung up: shed
     taken_with_expired_lease(store, past, queue="calls", payload={"preferences": {"language": "fr"}})  # recovered
+    old_sort = agents.get("a-en").queue_sort
     report = world.invoke(app, load_event("matcher-sns-wake.json"))
     assert (report["matched"], report["invalid"], report["shed"]) == (2, 1, 1), report
+    # A refused match, read from the refusal itself (no GetItem): an agent not seen for an hour is taken offline
+    # (UpdateItem, DeleteItem); entries of a-en's old availability left behind while it is busy (by a profile change
+    # that raced a match before the match held the entries) are deleted under a ConditionCheck of the agent.
+    unseen = AgentStore(world.setup_client, agents.settings, store, past)
+    unseen.put_available(parse_profile({"agentId": "a-it", "attributes": {"language": ["it"], "gender": ["f"]}}, attributes))
+    keys = ["Q#gender=*#language=*", "Q#gender=*#language=en"]
+    for key in keys:
+        world.setup_client.put_item(TableName=AGENT_TABLE, Item={
+            "pk": {"S": key}, "sk": {"S": old_sort}, "entity": {"S": "entry"}, "queue": {"S": "calls"},
+            "agentId": {"S": "a-en"}, "agentName": {"S": "a-en"}, "availableSince": {"N": "1"},
+            "entries": {"L": [{"S": k} for k in keys]}})
+    seed(store, queue="calls", payload={"preferences": {"language": "it"}})
+    seed(store, queue="calls", payload={"preferences": {"language": "en"}})
+    report = world.invoke(app, load_event("matcher-sns-wake.json"))
+    assert (report["matched"], report["timed_out"], report["orphans_removed"]) == (0, 1, 1), report
     # Out of time with calls still waiting: a tail call.
     assert world.invoke(app, load_event("matcher-sns-wake.json"), remaining_ms=1)["work_remains"] is True
     # Started by the tables' streams: an agent who became available, a new call; a batch of sheds only.
@@ -687,6 +525,30 @@ def test_every_broader_grant_is_explained_in_the_operations_guide():
         assert policy in text, policy
     for function in FUNCTIONS:
         assert function.removesuffix("Function") in text, function
+
+
+_DOC_ACTION = r"`(GetItem|BatchGetItem|UpdateItem|PutItem|DeleteItem|Query|Scan|BatchWriteItem|ConditionCheckItem)`"
+
+
+@pytest.mark.parametrize("function", ["MatcherFunction", "AgentEventsFunction"])
+def test_the_operations_guide_names_what_the_role_grants(function):
+    """docs/operations.md's table of what each role may do names exactly the DynamoDB actions (per table, an index
+    query as "`Query` on <index>") and the topics the template grants (it once named the wrong topic for the Matcher
+    and nothing on the queue table for AgentEvents)."""
+    from tests.support import ROOT
+
+    name = function.removesuffix("Function")
+    row = next(line for line in (ROOT / "docs" / "operations.md").read_text().splitlines()
+               if line.startswith(f"| {name} |") and line.count("|") == 5)
+    queue, agents, topics = (cell.strip() for cell in row.strip("|").split("|")[1:])
+    named = {(f"dynamodb:{m.group(1)}", "QueueTable" + (f"/index/{m.group(3)}" if m.group(3) else ""))
+             for m in re.finditer(_DOC_ACTION + r"( on (\w+Index))?", queue)}
+    named |= {(f"dynamodb:{m.group(1)}", "AgentTable") for m in re.finditer(_DOC_ACTION, agents)}
+    named |= {(m.group(1), m.group(2)) for m in re.finditer(r"`(sns:Publish)` on (\w+)", topics)}
+    granted = {(a, r) for a, r in grants(function)
+               if r.startswith(("QueueTable", "AgentTable")) or a == "sns:Publish"}
+    assert named == granted, f"docs/operations.md, row {name}: named, not granted {sorted(named - granted)}; " \
+                             f"granted, not named {sorted(granted - named)}"
 
 
 def test_runner_grants_are_off_by_default_and_the_deployers_when_given():

@@ -17,7 +17,7 @@ LAYER = ROOT / "layers" / "taskqueue" / "taskqueue"
 ORDER = ("core", "store", "wakeups", "work", "matching", "services", "client")
 LOCAL = ROOT / "local"
 # The local engine's packages, lowest first (local/__init__.py says why); local/__main__.py may import them all.
-LOCAL_ORDER = ("template", "faults", "emulator", "delivery", "engine", "reports", "scenarios")
+LOCAL_ORDER = ("template", "iam", "faults", "emulator", "delivery", "engine", "reports", "scenarios")
 # The product's code: the layer, the handlers, the operator CLI, the local engine.
 PRODUCT = (("layers/taskqueue", "taskqueue"), ("cli", "taskq"), (".", "local"))
 MAX_LINES = 400

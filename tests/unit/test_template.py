@@ -412,8 +412,11 @@ def test_agent_table_access_is_least_privilege_for_each_function():
     # AgentStore: find (GetItem), depth and head (Query), transactions of Put/Delete/Update items.
     assert agent_table_actions("AgentEventsFunction") == {
         "dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-    # Matching: the head of a queue (Query); the match transaction updates the agent and deletes its entries.
-    assert agent_table_actions("MatcherFunction") == {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    # Matching: the idle agents (Query); the match transaction updates the agent and deletes its entries; after a
+    # refused match, an unseen agent taken offline, orphaned entries deleted under a ConditionCheck. No GetItem: a
+    # refused match returns the agent's item.
+    assert agent_table_actions("MatcherFunction") == {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+                                                      "dynamodb:ConditionCheckItem"}
     # On the queue table AgentEvents writes a hung-up call (GetItem, UpdateItem of the call), nothing else.
     queue_table = [st for p in RES["AgentEventsFunction"]["Properties"]["Policies"] for st in p.get("Statement", [])
                    if "QueueTable" in json.dumps(st["Resource"])]

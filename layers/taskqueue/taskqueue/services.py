@@ -16,6 +16,7 @@ from taskqueue.core.errors import InvalidField
 from taskqueue.core.model import CreateRequest
 from taskqueue.core.settings import Settings
 from taskqueue.matching.agents import AgentStore
+from taskqueue.matching.call_cache import CallCache
 from taskqueue.matching.rules import DEFAULT_ATTRIBUTES, MatchSettings, attributes_from_env, check_call_payload
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
@@ -66,6 +67,9 @@ class MatcherServices:
     base: Services
     match_settings: MatchSettings
     agents: AgentStore
+    # The calls this execution environment has seen (their agent queue and creation time, which never change), kept
+    # across invocations: a warm Matcher reads a waiting call's payload once.
+    calls: CallCache = field(default_factory=CallCache)
 
     @classmethod
     def from_env(cls) -> MatcherServices:

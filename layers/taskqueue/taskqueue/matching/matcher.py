@@ -9,7 +9,9 @@ their agents queued -> busy, with the agents' entries deleted (``AgentStore.matc
 is never claimed: no claim write, no lease. A call no idle agent fits costs no write at all. A transaction
 cancelled because the snapshot went stale (a hang-up, an agent going offline or not seen for
 AGENT_TIMEOUT_SECONDS: taken offline here) names the items that failed; the pass plans again without them, at most
-``max_match_retries`` times.
+``max_match_retries`` times. A lost race that may leave a fitting pair behind (an item inside another transaction,
+an agent whose profile changed) makes the run report work remaining; a match transaction DynamoDB keeps throttling
+ends the run reporting work remaining (``stopped_by`` ``throttled``), its pairs unwritten.
 
 Several matchers at once (the tables' streams start one for each new call and each agent who becomes available): the
 planner (``planner``: a lease on the queue's record) reads and plans; the others (helpers) never read the snapshot. A helper takes part only when at least
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from aws_lambda_powertools import Logger
@@ -38,6 +40,8 @@ from taskqueue.core.errors import InvalidAgentInput
 from taskqueue.matching import pairing
 from taskqueue.matching import rules as matching
 from taskqueue.matching.agents import AgentStore, PairsResult
+from taskqueue.matching.call_cache import CallCache, KnownCall
+from taskqueue.matching.match_items import LostAgent
 from taskqueue.matching.pairing import Pair, Snapshot, Waiting
 from taskqueue.matching.planner import Planner
 from taskqueue.matching.shared_plan import SharedPlan
@@ -49,8 +53,6 @@ logger = Logger(child=True)
 # The planner, with only pairs that other matchers took in sight, looks again after this long (they commit them
 # meanwhile). Each look reads the snapshot again.
 OTHERS_PAUSE_SECONDS = 0.5
-# Calls' agent queues and creation times remembered per execution environment (they never change): ~150 bytes each.
-_KEY_CACHE_LIMIT = 200_000
 # Waiting calls read (and their preferences fetched, one BatchGetItem) per step of a pass's walk.
 _WALK_PAGE = 100
 
@@ -68,6 +70,11 @@ class MatchReport:
     invalid: int = 0  # calls with preferences that can never match: dead-lettered
     shed: int = 0  # waiting calls past their ttl (hung up) that this run met and shed
     timed_out: int = 0  # agents not seen for AGENT_TIMEOUT_SECONDS, taken offline instead of matched
+    orphans_removed: int = 0  # agents whose entries belonged to no availability of theirs: the entries deleted
+    # Lost races of the run's last pass after which a pair may match on a fresh read (an item inside another
+    # transaction, an agent whose profile changed): the run tail-calls.
+    left_by_races: int = 0
+    throttled: int = 0  # match transactions DynamoDB throttled past the retries (the run ended, work remains)
     wait_times_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
     work_remains: bool = False
@@ -80,10 +87,13 @@ class _Pass:
     others_pending: bool = False  # pairs that other matchers took are not written yet
 
 
-@dataclass(frozen=True)
-class _Known:
-    key: str | None  # the agent queue a call's preferences name; None: invalid (dead-lettered)
-    created_ms: int
+class _Throttled(Exception):
+    """A match transaction DynamoDB kept throttling: the run ends (``stopped_by`` throttled) and tail-calls."""
+
+
+class _Replaced(Exception):
+    """The planner's lease lapsed during a long pass and another matcher took it: the run ends (``stopped_by``
+    replaced), its plan's unwritten pairs left to the new planner."""
 
 
 class Matcher:
@@ -95,14 +105,18 @@ class Matcher:
         owner: str,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        calls: CallCache | None = None,
     ) -> None:
+        """``calls``: what this execution environment remembers of the calls (``MatcherServices.calls``: one per
+        environment, kept across invocations); a run of its own otherwise."""
         self._tasks = tasks
         self._agents = agents
         self._owner = owner
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
         self._settings = agents.settings
-        self._known: dict[str, _Known] = {}
+        self._known = CallCache() if calls is None else calls
+        self._planner: Planner | None = None  # while this run plans: renewed before each match transaction
 
     def run(self, budget_seconds: float) -> MatchReport:
         queue = self._settings.queue
@@ -113,18 +127,21 @@ class Matcher:
         control = RecordView(self._tasks, queue, self._clock, _not_handled)
         planner = Planner(self._tasks, queue, self._owner, self._clock)
         report.planned = planner.begin()
-        if not report.planned:
-            self._help(report, control, deadline)
-        else:
-            self._recover_leases(queue)  # the planner looks for calls a crashed run left TAKEN
-            try:
-                self._plan(report, control, planner, deadline)
-            finally:
-                planner.end()
-        # Tail-call only when a call could still match now: time ran out, or lost races left agents behind.
-        report.work_remains = (report.stopped_by == "budget" and self._tasks.has_claimable(queue)) or (
-            report.stopped_by not in ("budget", "paused") and report.gave_up > 0
-        )
+        self._planner = planner if report.planned else None
+        try:
+            if not report.planned:
+                self._help(report, control, deadline)
+            else:
+                self._recover_leases(queue)  # the planner looks for calls a crashed run left TAKEN
+                try:
+                    self._plan(report, control, planner, deadline)
+                finally:
+                    planner.end()
+        except _Throttled:
+            report.stopped_by = "throttled"
+        except _Replaced:
+            report.stopped_by = "replaced"
+        report.work_remains = _work_remains(report, lambda: self._tasks.has_claimable(queue))
         report.shed = self._tasks.drain_shed().get(queue, 0)
         return report
 
@@ -141,7 +158,8 @@ class Matcher:
             if control.paused_now():
                 report.stopped_by = "paused"
                 return
-            planner.keep()
+            if not planner.keep():
+                raise _Replaced
             snapshot = self._snapshot(queue, report, first)
             first = False
             if snapshot is None:  # no call waits
@@ -189,6 +207,7 @@ class Matcher:
         reads the first page of calls (calls with invalid preferences at the head are dead-lettered even when no
         agent is idle); a later pass with no agent idle reads nothing more. A call read that no idle agent fits
         counts as ``no_agent``."""
+        report.left_by_races = 0  # a fresh read: what lost races left behind is seen again
         agents = tuple(self._agents.idle_agents())
         if not agents and not first:
             return Snapshot((), ())
@@ -204,8 +223,8 @@ class Matcher:
         for page in _pages(itertools.islice(itertools.chain([head], calls), self._settings.calls_per_pass), _WALK_PAGE):
             self._learn(page, report)
             for candidate in page:
-                known = self._known.get(candidate.task_id)
-                if known is None or known.key is None:  # gone meanwhile, or dead-lettered
+                known = self._known.get(candidate.task_id, candidate.ttl)
+                if known is None:  # gone meanwhile, or dead-lettered
                     continue
                 waiting.append(Waiting(candidate, known.key, known.created_ms))
                 if pool.take(known.key) is None:
@@ -232,7 +251,7 @@ class Matcher:
             for chunk in chunks:
                 if self._clock.monotonic() >= deadline:
                     return state
-                result = self._agents.match_pairs(chunk)
+                result = self._match(chunk, report)
                 if not result.committed:
                     cancelled = (chunk, result)
                     break
@@ -256,7 +275,7 @@ class Matcher:
         written again (the plan is shared: planning again here could take what other matchers write)."""
         attempt = 0
         while chunk:
-            result = self._agents.match_pairs(chunk)
+            result = self._match(chunk, report)
             if result.committed:
                 self._record(result, report)
                 return
@@ -269,12 +288,34 @@ class Matcher:
             if not lost.named:
                 self._backoff(attempt)
 
+    def _match(self, chunk: Sequence[Pair], report: MatchReport) -> PairsResult:
+        """One match transaction; DynamoDB throttling it past the retries ends the run (``_Throttled``). The planner
+        renews its lease first: a pass of many transactions must not let it lapse while it still plans."""
+        if self._planner is not None and not self._planner.keep():
+            raise _Replaced
+        result = self._agents.match_pairs(chunk)
+        if result.throttled:
+            report.throttled += 1
+            logger.warning("a match transaction was throttled past its retries: the run ends, a tail call follows",
+                           extra={"pairs": len(chunk), "reasons": result.reasons[:20]})
+            raise _Throttled
+        return result
+
     def _lost(self, chunk: Sequence[Pair], result: PairsResult, report: MatchReport) -> pairing.Lost:
-        """Count a cancelled match transaction; agents of it not seen lately are taken offline."""
+        """Count a cancelled match transaction and settle the agents that refused it: not seen lately, taken offline;
+        entries of no availability, deleted. A call or an agent that may match on a fresh read (inside another
+        transaction; an agent whose profile changed) counts in ``left_by_races``."""
         assert result.lost is not None
         report.conflicts += 1
         report.lost += len(result.lost.calls)
-        self._retire_unseen(chunk, result.lost.agents, report)
+        report.left_by_races += len(result.calls_in_flight)
+        for pair in chunk:
+            if pair.head.agent_id not in result.lost.agents:
+                continue
+            verdict = self._agents.settle_lost_agent(pair, result)
+            report.timed_out += verdict is LostAgent.UNSEEN
+            report.orphans_removed += verdict is LostAgent.ORPHANED
+            report.left_by_races += verdict in (LostAgent.CHANGED, LostAgent.UNKNOWN)
         logger.debug("a match transaction lost a race", extra={"reasons": result.reasons[:20]})
         return result.lost
 
@@ -293,32 +334,24 @@ class Matcher:
                        "waited_ms": waited},
             )
 
-    def _retire_unseen(self, chunk: Sequence[Pair], agent_ids: frozenset[str], report: MatchReport) -> None:
-        """Agents whose items failed: those not seen for AGENT_TIMEOUT_SECONDS are taken offline (counted); the
-        others were taken by another matcher or changed by an event. Either way the pass plans without them."""
-        for pair in chunk:
-            if pair.head.agent_id in agent_ids and self._agents.retire_if_unseen(pair.head):
-                report.timed_out += 1
-
     def _learn(self, candidates: Sequence[Candidate], report: MatchReport) -> None:
-        """Learn the agent queue and creation time of every call not seen before, in batches (a call's preferences
-        never change); a call with invalid preferences is dead-lettered."""
-        unknown = [c for c in candidates if c.task_id not in self._known]
+        """Learn the agent queue and creation time of every call this execution environment has not seen, in
+        batches (a call's preferences never change: ``call_cache``); a call with invalid preferences is
+        dead-lettered."""
+        unknown = [c for c in candidates if not self._known.knows(c.task_id, c.ttl)]
         if not unknown:
             return
         facts = self._tasks.call_facts([c.task_id for c in unknown])
-        if len(self._known) + len(unknown) > _KEY_CACHE_LIMIT:
-            self._known.clear()
         for candidate in unknown:
             fact = facts.get(candidate.task_id)
             if fact is None:
                 continue  # removed by TTL meanwhile
             try:
-                key: str | None = matching.call_queue_key(fact.payload, self._settings.attributes)
+                key = matching.call_queue_key(fact.payload, self._settings.attributes)
             except InvalidAgentInput as exc:
-                key = None
                 self._dead_letter(candidate, str(exc), report)
-            self._known[candidate.task_id] = _Known(key, fact.created_ms)
+                continue
+            self._known.put(candidate.task_id, candidate.ttl, KnownCall(key, fact.created_ms))
 
     def _dead_letter(self, candidate: Candidate, error: str, report: MatchReport) -> None:
         call = self._tasks.claim(candidate, self._owner)
@@ -335,6 +368,16 @@ class Matcher:
 def _pages(items: Iterator[Candidate], size: int) -> Iterator[list[Candidate]]:
     while page := list(itertools.islice(items, size)):
         yield page
+
+
+def _work_remains(report: MatchReport, claimable: Callable[[], bool]) -> bool:
+    """Tail-call only when a call could still match now: time ran out with claimable calls, DynamoDB throttled a
+    match, or lost races left pairs behind (given up after MATCH_RETRIES, or that may match on a fresh read)."""
+    if report.stopped_by == "throttled":
+        return True
+    if report.stopped_by == "budget":
+        return claimable()
+    return report.stopped_by != "paused" and (report.gave_up > 0 or report.left_by_races > 0)
 
 
 def _not_handled(what: str, exc: Exception, then: str) -> bool:

@@ -5,7 +5,9 @@ once. One plans (reads the idle agents and the waiting calls, pairs them); the o
 when many agents are idle (``shared_plan``), or end. A matcher that finds a live planner *knocks* (one write): the
 planner ends only by a write conditional on the knocks it last saw, so work that arrived during its last pass is
 always passed over again, by it or by the next planner. A planner that dies is trusted until its lease lapses
-(PLANNER_LEASE_SECONDS); the next start, or the safety net, takes over.
+(PLANNER_LEASE_SECONDS); the next start, or the safety net, takes over. The planner renews its lease before each
+pass and before each match transaction (a long pass must not let the lease lapse while it still plans); one that
+finds the lease taken after all stops planning: the new planner plans what it left.
 """
 
 from __future__ import annotations
@@ -38,14 +40,18 @@ class Planner:
         self._knocks, self._renewed, self.planning = knocks, self._clock.monotonic(), True
         return True
 
-    def keep(self) -> None:
-        """Before a pass: renew the lease when due (and learn the knocks so far: this pass sees their work)."""
+    def keep(self) -> bool:
+        """Before a pass or a match transaction: renew the lease when due (and learn the knocks so far: the next pass
+        sees their work). ``False``: another matcher plans now (this one's lease lapsed): stop planning."""
         if self.planning and self._clock.monotonic() - self._renewed >= min(PLANNER_RENEW_SECONDS, PLANNER_LEASE_SECONDS / 2):
             self.begin_again()
+        return self.planning
 
     def begin_again(self) -> None:
         knocks = self._store.take_planner(self._queue, self._owner, self._clock.now_ms())
-        if knocks is not None:
+        if knocks is None:  # the lease lapsed and another matcher took it: it plans from now on
+            self.planning = False
+        else:
             self._knocks, self._renewed = knocks, self._clock.monotonic()
 
     def may_end(self) -> bool:
@@ -55,8 +61,8 @@ class Planner:
         if self._store.release_planner(self._queue, self._owner, self._knocks):
             self.planning = False
             return True
-        self.begin_again()  # knocked: the next pass sees what arrived
-        return False
+        self.begin_again()  # knocked: the next pass sees what arrived (or another matcher plans now: end)
+        return not self.planning
 
     def end(self) -> None:
         """The run is over (its budget, a pause): let the next matcher plan at once."""

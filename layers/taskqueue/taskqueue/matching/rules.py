@@ -43,6 +43,7 @@ MATCH_BOUNDS: dict[str, tuple[float, float]] = {
     "MATCH_RETRY_BASE_MS": (0, 10_000),
     "MATCH_CALLS_PER_PASS": (1, 1_000_000),
     "AGENT_TIMEOUT_SECONDS": (0, 86_400),
+    "AGENT_BUSY_TIMEOUT_SECONDS": (0, 7 * 86_400),
     "MATCH_HELPER_MIN_AGENTS": (0, 1_000_000),
 }
 _VALUE = re.compile(r"^[a-z0-9][a-z0-9_.+-]{0,63}$")
@@ -76,6 +77,10 @@ class MatchSettings:
     # part only when at least this many agents are idle; fewer, the planner writes them in a few transactions sooner
     # than a helper could read the snapshot, so the helper leaves after one count (docs/matcher.md). 0: always.
     helper_min_agents: int = 100
+    # AGENT_BUSY_TIMEOUT_SECONDS: an agent busy on one call for longer than this is taken as stranded (its callEnded was
+    # lost): a heartbeat answers busy-too-long (metric AgentsBusyTooLong), an agentAvailable ends the call and queues it
+    # (docs/matcher.md, "Agents who stay busy"); 0: never.
+    busy_timeout_seconds: int = 3600
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "attributes", validate_attributes(self.attributes))
@@ -93,11 +98,16 @@ class MatchSettings:
             calls_per_pass=read_int(env, "MATCH_CALLS_PER_PASS", "100000", MATCH_BOUNDS),
             agent_timeout_seconds=read_int(env, "AGENT_TIMEOUT_SECONDS", "120", MATCH_BOUNDS),
             helper_min_agents=read_int(env, "MATCH_HELPER_MIN_AGENTS", "100", MATCH_BOUNDS),
+            busy_timeout_seconds=read_int(env, "AGENT_BUSY_TIMEOUT_SECONDS", "3600", MATCH_BOUNDS),
         )
 
     def seen_since_ms(self, now_ms: int) -> int | None:
         """An agent last seen at or before this time (epoch ms) is timed out; ``None`` when agents never time out."""
         return None if self.agent_timeout_seconds == 0 else now_ms - self.agent_timeout_seconds * 1000
+
+    def busy_too_long(self, busy_since_ms: int | None, now_ms: int) -> bool:
+        """Has an agent busy since ``busy_since_ms`` been busy past AGENT_BUSY_TIMEOUT_SECONDS (stranded)?"""
+        return self.busy_timeout_seconds > 0 and now_ms - (busy_since_ms or 0) > self.busy_timeout_seconds * 1000
 
 
 def _parse_agent_order(raw: str) -> Order:

@@ -30,6 +30,9 @@ PLAN_SECONDS = 10.0
 # A helper looks for a new plan this often, and stops after this long without one.
 PLAN_POLL_SECONDS = 0.2
 HELPER_PATIENCE_SECONDS = 3.0
+# A chunk is taken only while at least this long is left before its plan expires (a match transaction takes well under
+# it): once a plan expires its planner plans those pairs again, and a chunk written after that would race its pairs.
+TAKE_MARGIN_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -88,15 +91,19 @@ class SharedPlan:
 
     def work(self, head: PlanHead, deadline: float, start: int | None = None) -> set[int]:
         """Take chunks of plan ``head`` from ``start`` on (a helper: a place given by its id, so that matchers
-        spread over the chunks), write each and mark it done; the indices taken."""
+        spread over the chunks), write each and mark it done; the indices taken. Never a chunk of a plan that
+        expires within TAKE_MARGIN_SECONDS: its planner plans those pairs again then."""
         if start is None:
             start = int.from_bytes(hashlib.blake2b(self._owner.encode(), digest_size=4).digest(), "big") % head.chunks
         taken: set[int] = set()
         for step in range(head.chunks):
             if self._clock.monotonic() >= deadline:
                 break
+            take_by_ms = self._clock.now_ms() + int(TAKE_MARGIN_SECONDS * 1000)
+            if take_by_ms >= head.expires_ms:
+                break  # the plan expires before its chunk could be written: its planner plans the pairs again
             index = (start + step) % head.chunks
-            text = self._tasks.take_chunk(self._queue, head, index, self._owner)
+            text = self._tasks.take_chunk(self._queue, head, index, self._owner, take_by_ms)
             if text is None:
                 continue  # another matcher's, or a newer plan replaced it
             taken.add(index)

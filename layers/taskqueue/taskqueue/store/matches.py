@@ -108,8 +108,10 @@ class MatchPlans(QueueTable):
                 "update_item",
                 TableName=self._table,
                 Key=_key(chunk_id(queue, index)),
-                UpdateExpression="SET planId = :plan, pairs = :pairs, deleteAt = :deleteAt REMOVE takenBy",
-                ExpressionAttributeValues={":plan": {"S": head.plan_id}, ":pairs": {"S": pairs}, ":deleteAt": delete_at},
+                UpdateExpression="SET planId = :plan, pairs = :pairs, planExpires = :expires, deleteAt = :deleteAt "
+                "REMOVE takenBy",
+                ExpressionAttributeValues={":plan": {"S": head.plan_id}, ":pairs": {"S": pairs},
+                                           ":expires": {"N": str(head.expires_ms)}, ":deleteAt": delete_at},
             )
         self._call(
             "update_item",
@@ -127,17 +129,20 @@ class MatchPlans(QueueTable):
             return None
         return PlanHead(item["planId"]["S"], int(item["chunks"]["N"]), int(item["planExpires"]["N"]))
 
-    def take_chunk(self, queue: str, head: PlanHead, index: int, owner: str) -> str | None:
+    def take_chunk(self, queue: str, head: PlanHead, index: int, owner: str, take_by_ms: int | None = None) -> str | None:
         """Take chunk ``index`` of plan ``head`` for ``owner`` (one conditional UpdateItem that also reads it): its
-        pairs, or ``None`` if another matcher took it first or a newer plan replaced it."""
+        pairs, or ``None`` if another matcher took it first, a newer plan replaced it, or the plan expires by
+        ``take_by_ms`` (epoch ms; now if not given)."""
+        take_by_ms = self._clock.now_ms() if take_by_ms is None else take_by_ms
         try:
             response = self._call(
                 "update_item",
                 TableName=self._table,
                 Key=_key(chunk_id(queue, index)),
                 UpdateExpression="SET takenBy = :owner",
-                ConditionExpression="planId = :plan AND attribute_not_exists(takenBy)",
-                ExpressionAttributeValues={":owner": {"S": owner}, ":plan": {"S": head.plan_id}},
+                ConditionExpression="planId = :plan AND attribute_not_exists(takenBy) AND planExpires > :takeBy",
+                ExpressionAttributeValues={":owner": {"S": owner}, ":plan": {"S": head.plan_id},
+                                           ":takeBy": {"N": str(take_by_ms)}},
                 ReturnValues="ALL_NEW",
             )
         except ConditionLost:
