@@ -41,6 +41,7 @@ from taskqueue.wakeups.backstop import Backstop, relay
 from taskqueue.wakeups.delayed_wakeup import REASON as DELAYED_HEAD
 from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
 from taskqueue.wakeups.safety_net import run_safety_net
+from taskqueue.workflows.ttl import after_stream_record
 
 logger = Logger()
 tracer = Tracer()
@@ -93,6 +94,7 @@ def handle_stream(event: Mapping[str, Any], context: LambdaContext, svc: Service
             if source != "aws:dynamodb":
                 raise InvalidEvent(f"not a DynamoDB stream record: eventSource is {source!r:.60}, not 'aws:dynamodb'")
             change = classify(*_read(record))
+            after_stream_record(svc.store, record.raw_event)  # a PENDING workflow task deleted by TTL: its dependents
             if change.kind is ChangeKind.SHED:
                 counts["TasksShed", change.queue or "unknown"] += 1
                 logger.info("task shed by TTL before it was claimed", extra={"task_id": change.task_id, "queue": change.queue})

@@ -5,6 +5,7 @@ top to bottom of this list (tests/unit/test_layering.py checks it):
     services    the wiring a handler needs, built once from the environment
     matching/   the matching queue: agent rules and items, pairing, the shared plan, the Matcher's loop, hang-ups
     work/       the work queue's worker: the claim loop, claim control, slots, leases, progress, outcomes, the runner
+    workflows/  tasks that wait for other tasks: creation, the wake-up of tasks made ready, the handlers' hooks
     wakeups/    how a queue's worker is woken: SNS, the producers' handshake, a worker's watch, the backstops
     store/      the queue table's one adapter (the only code that sends DynamoDB requests, through store.dynamo)
     core/       pure rules and values: states, keys, the task model, settings, errors, clock, the handshake's rules

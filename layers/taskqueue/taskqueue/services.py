@@ -6,6 +6,7 @@ themselves with fakes or moto clients. This is the one module that reads the env
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from taskqueue.wakeups.notify import Notifier
 from taskqueue.wakeups.producer import ProducerHandshake
 from taskqueue.work.lease_marks import MarkChoice
 from taskqueue.work.stream_start import ArrivalHistory
+from taskqueue.workflows.wake import wake
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,10 @@ class Services:
     # How many new tasks the stream handed this execution environment lately (stream starts, taskqueue.work.stream_start).
     arrivals: ArrivalHistory = field(default_factory=ArrivalHistory)
 
+    def __post_init__(self) -> None:
+        # A workflow's tasks made ready (an UpdateItem, which today's stream filters pass to no worker) wake their queue.
+        self.store.on_workflow_ready = functools.partial(wake, self.handshake)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Services:
         env = os.environ if env is None else env
@@ -54,6 +60,10 @@ class Services:
         """What creation checks beyond the request's own rules: a call's preferences must be able to match an
         agent (``InvalidField`` on ``payload.preferences``), so none waits PENDING for nothing until its TTL."""
         if request.queue == self.call_queue:
+            if request.workflow is not None:
+                raise InvalidField(
+                    f"queue {request.queue!r} is the matching queue: a call waits for an agent, not for other tasks, so "
+                    "it takes no workflow; put workflows on queue 'work' (or another queue of its kind)", "workflow")
             if request.group is not None:
                 raise InvalidField(
                     f"queue {request.queue!r} is the matching queue: each call gets the longest-waiting matching agent, "

@@ -14,6 +14,7 @@ from taskqueue.core.correlation import Correlation
 from taskqueue.core.model import CreateRequest, new_tasks
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.producer import STREAM, ProducerHandshake, WakeUp
+from taskqueue.workflows.create import create_workflow
 
 # The answer's ``wakeup`` when no handshake was asked for (no handshake given).
 NOT_ASKED = "not-asked"
@@ -60,6 +61,8 @@ def create_tasks(
     Then, with a ``handshake``, wake the queue's worker unless one watches it (also when nothing new was written: a
     retried request may be retried because its wake-up was lost); not for ready tasks of a stream-started queue, whose
     stream record is their wake-up (``stream``: taskqueue.work.stream_start)."""
+    if request.workflow is not None:  # tasks that wait for other tasks: taskqueue.workflows.create
+        return create_workflow(request, store, now_ms, request_id, handshake)  # type: ignore[return-value]
     tasks = new_tasks(request, now_ms, store.settings, request_id)
     if request.task_ids:
         result = store.put_tasks(tasks, idempotent=True)

@@ -57,6 +57,7 @@ def run_safety_net(svc: SafetyNetServices, scheduled: DelayedWakeups | None = No
             # Workers read the delayed partitions only when the queue's record says an entry may be due: lower
             # the record's head to any entry a writer did not announce (it died in between; taskqueue.core.delayed_head).
             head = svc.store.repair_delayed_head(queue)
+            svc.store.finish_owed_fan_outs(queue)  # workflows: fan-outs a dead writer left (taskqueue.workflows.sweep)
             claimable = svc.store.has_claimable(queue)
             for status, count in svc.store.drain_recovered(queue).items():  # dead workers' tasks the look met
                 handler_metrics.count(dict(_RECOVERY_METRICS)[status], queue, count)
