@@ -52,6 +52,7 @@ from botocore.config import Config
 from taskqueue.client import discovery
 from taskqueue.client.create import CreateSummary, create_tasks
 from taskqueue.client.groups import GroupControls
+from taskqueue.client.workflows import WorkflowControls
 from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import ConfigError, TaskQueueError, WaitTimedOut, WakeUpFailed
 from taskqueue.core.model import Task, parse_create_request
@@ -97,8 +98,9 @@ class Enqueued(str):
         return f"Enqueued({str(self)!r}, queue={self.queue!r}, created={self.created}, wakeup={self.wakeup!r})"
 
 
-class TaskQueueClient(GroupControls):
-    """A producer's handle on the queues of one stack (a group's limits and pause: ``taskqueue.client.groups``). ``services``: the queue table, the wake-up topic and the clock
+class TaskQueueClient(GroupControls, WorkflowControls):
+    """A producer's handle on the queues of one stack (a group's limits and pause: ``taskqueue.client.groups``;
+    workflows: ``taskqueue.client.workflows``). ``services``: the queue table, the wake-up topic and the clock
     (tests hand in fakes: a FakeClock makes ``wait`` instant). ``strict``: raise ``WakeUpFailed`` when an enqueue's
     wake-up fails instead of logging a warning (once per cause); each call may say otherwise."""
 
@@ -286,7 +288,8 @@ class TaskQueueClient(GroupControls):
             pause = min(pause * 2, WAIT_POLL_MAX_SECONDS)
 
     def cancel(self, task_id: str) -> Task:
-        """PENDING -> CANCELLED (a running task cannot be cancelled: its runner would not know)."""
+        """PENDING (or WAITING: a workflow's) -> CANCELLED (a running task cannot be cancelled: its runner would not
+        know). What waits for a workflow's task follows its policies (docs/workflows.md)."""
         return self.services.store.cancel(task_id)
 
     # ---- dead letters ----------------------------------------------------------------------------------------
