@@ -111,7 +111,7 @@ def test_a_malformed_record_is_logged_and_counted_and_does_not_block_the_shard(s
     ("record", "queue"),
     [
         (insert("2", queue=""), "unknown"),
-        (insert("2", taskStatus="WAITING"), "work"),
+        (insert("2", taskStatus="LIMBO"), "work"),
         (shed("2", taskStatus="NOT-A-STATE"), "work"),
         (insert("2", queue="not-configured"), "unknown"),
         (unreadable(insert("2"), "priority", {"N": "not-a-number"}), "work"),

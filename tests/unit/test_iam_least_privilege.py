@@ -42,6 +42,7 @@ import botocore.session
 import pytest
 
 from taskqueue.client import TaskQueueClient
+from taskqueue.client.create import create_tasks
 from taskqueue.core.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, PermanentTaskError
 from taskqueue.core.model import Task, new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
@@ -468,8 +469,20 @@ def run_create_tasks(world: World) -> None:
     # record, its touch, the wake-up's claim and publish); ready tasks of "work" need none (the stream starts its worker).
     assert world.invoke(app, load_event("create_tasks-call.json"), request_id="call-1")["wakeup"] == "woken"
     assert world.invoke(app, {"queue": "work", "delaySeconds": 60}, request_id="delayed-1")["wakeup"] != "stream"
+    # A workflow (tasks that wait for others: docs/workflows.md), and its retry: conditional puts, the final write
+    # (UpdateItem of its record), its roots made ready (UpdateItem); a retry reads the record (GetItem) and the roots'
+    # page (BatchGetItem).
+    assert world.invoke(app, load_event("create_tasks-workflow.json"), request_id="wf-1")["created"] == 5
+    assert world.invoke(app, load_event("create_tasks-workflow.json"), request_id="wf-2")["created"] == 0
     # Refused input.
     world.invoke(app, {"queue": "nope"}, expect=InvalidTaskInput)
+
+
+def workflow_of(store: TaskStore, clock: Any, workflow_id: str, dependents: int) -> None:
+    """A workflow: one task ``a`` that ``dependents`` tasks wait for (past about 15, its list of them is paged)."""
+    tasks = [{"key": "a"}] + [{"key": f"dependent-with-a-long-key-{i:03d}", "dependsOn": ["a"]} for i in range(dependents)]
+    create_tasks(parse_create_request({"workflow": {"id": workflow_id, "tasks": tasks}}, store.settings), store,
+                 clock.now_ms())
 
 
 def run_trigger(world: World) -> None:
@@ -493,7 +506,19 @@ def run_trigger(world: World) -> None:
     seed(store, queue="work")
     seed(store, past, queue="calls", ttlSeconds=60)
     seed(store, queue="calls")
-    assert sorted(world.invoke(app, load_event("trigger-safety-net.json"))["woken"]) == ["calls", "work"]
+    # A workflow task's end whose fan-out its writer did not finish (it died): the safety net's sweep finishes it (a
+    # StatusIndex query, GetItem of the task, BatchGetItem of its paged list of dependents, UpdateItems).
+    recent = FakeClock(now_ms() - 600_000)
+    owed = world.store("TriggerFunction", recent)
+    workflow_of(owed, recent, "owed", 20)
+    ended = owed.claim(next(c for c in owed.candidates("work", 100, shed=False) if c.task_id == "owed/a"), "dead")
+    owed.workflow_ended = lambda task, now_ms=None: None  # type: ignore[method-assign]  # it died after its write
+    assert owed.complete(ended, "dead")
+    # Its dependents made ready, the sweep woke "work" itself (taskqueue.workflows.wake): the net's own wake-up of it
+    # finds that one in flight.
+    assert world.invoke(app, load_event("trigger-safety-net.json"))["woken"] == ["calls"]
+    assert owed.get("owed/dependent-with-a-long-key-000").status.value == "PENDING"
+    assert store.read_wake_record("work").wake_sent_ms is not None
     # Stream batch: task INSERTs of both queues, a TTL deletion (shed count), a malformed record, an agent entry.
     batch = load_event("trigger-stream-insert.json")
     calls = json.loads(json.dumps(batch["Records"][0]))
@@ -503,6 +528,14 @@ def run_trigger(world: World) -> None:
                          *load_event("trigger-stream-malformed.json")["Records"]]
     assert world.invoke(app, batch) == {"batchItemFailures": []}
     assert world.invoke(app, load_event("trigger-stream-agent-entry.json")) == {"batchItemFailures": []}
+    # A PENDING workflow task DynamoDB's TTL deleted: its dependents follow as for a shed task (Trigger's stream hook).
+    workflow_of(store, FakeClock(now_ms()), "removed", 20)
+    image = world.setup_client.get_item(TableName=world.physical["QueueTable"], Key={"taskId": {"S": "removed/a"}})["Item"]
+    world.setup_client.delete_item(TableName=world.physical["QueueTable"], Key={"taskId": {"S": "removed/a"}})
+    removal = json.loads(json.dumps(load_event("trigger-stream-ttl-remove.json")))
+    removal["Records"][0]["dynamodb"]["OldImage"] = image
+    assert world.invoke(app, removal) == {"batchItemFailures": []}
+    assert store.get("removed/dependent-with-a-long-key-000").status.value == "CANCELLED"
     # Tail call.
     assert world.invoke(app, load_event("trigger-sns-tail-call.json")) == {"woken": ["work"]}
     # Error path: SNS refuses the wake-up (the topic is gone): the record fails and is retried by the stream. (The
@@ -534,10 +567,14 @@ def run_process_tasks(world: World) -> None:
         seed(store, payload={"do": action})
     seed(store, payload={"do": "retry"}, maxAttempts=2)  # released for a retry, then dead-lettered
     seed(store, delaySeconds=30)  # due after the claims end: a scheduled wake-up at its head (CreateSchedule)
+    # A workflow: a's end makes b ready (GetItem, UpdateItems), and b's runner is given a's result (BatchGetItem).
+    create_tasks(parse_create_request({"workflow": {"id": "wf", "tasks": [
+        {"key": "a", "payload": {"do": "ok"}}, {"key": "b", "payload": {"do": "ok"}, "dependsOn": ["a"]}]}},
+        store.settings), store, now_ms())
     # 20 s left: claims for up to 10 s; the delayed task falls due after that, so the run ends scheduling a wake-up.
     report = world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=20_000)
     assert report["recovered"] == 2 and report["shed"] == 1 and report["work_remains"] is False, report
-    assert (report["succeeded"], report["released"]) == (3, 1), report  # "heartbeat" extended its lease and succeeded
+    assert (report["succeeded"], report["released"]) == (5, 1), report  # "heartbeat" extended its lease and succeeded
     assert report["failed"] == 3, report  # the permanent error, the exhausted retry, the lease out of attempts
     seed(store, delaySeconds=20)  # an earlier head: the schedule moves (UpdateSchedule)
     assert world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=20_000)["claimed"] == 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 
 import pytest
 from hypothesis import given, settings
@@ -18,9 +17,9 @@ from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.workflow_plan import plan_workflow
 from taskqueue.core.workflow_rules import (
+    ENDINGS,
     FAN_IN,
     INLINE_EDGE_BYTES,
-    ENDINGS,
     InEdge,
     OutEdge,
     Policy,

@@ -20,9 +20,9 @@ from taskqueue.core.errors import InvalidField, InvalidTaskInput
 from taskqueue.core.workflow_rules import Policy, task_id_of
 
 # A workflow holds at most this many tasks (its on-failure task included) and this many dependency edges; a task at
-# most MAX_DEPENDENCIES dependencies. The counters that count a dependent's dependencies hold FAN_IN slots a node, so
-# two levels count up to 10,000 (taskqueue.core.workflow_rules.counter_path).
-MAX_WORKFLOW_TASKS = 10_000
+# most MAX_DEPENDENCIES dependencies (the on-failure task: every other task). The counters that count a dependent's
+# dependencies hold FAN_IN slots a node: two levels count up to 10,000 (taskqueue.core.workflow_rules.counter_path).
+MAX_WORKFLOW_TASKS = 20_000
 MAX_WORKFLOW_EDGES = 100_000
 MAX_DEPENDENCIES = 10_000
 # The payloads of one workflow together (compact JSON): what one creation may write.

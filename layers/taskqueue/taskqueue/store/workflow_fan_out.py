@@ -28,6 +28,7 @@ from taskqueue.core.states import TaskStatus
 from taskqueue.core.workflow_rules import (
     DEADLINE_REASON,
     ENDINGS,
+    FAN_IN,
     SKIPPED_RESULT,
     CounterStep,
     OutEdge,
@@ -59,6 +60,8 @@ class WorkflowFanOut(QueueTable):
     # Called with a queue once a fan-out made some of its tasks ready (taskqueue.workflows.wake, set by Services).
     on_workflow_ready: Callable[[str], None] | None = None
     _fan_out_pool: ThreadPoolExecutor | None = None
+    # Slots of a counter node: FAN_IN everywhere (every writer of a workflow must agree); a test makes trees deep.
+    counter_fan_in = FAN_IN
 
     # ---- the hooks of the terminal writes -------------------------------------------------------------------------
 
@@ -123,11 +126,14 @@ class WorkflowFanOut(QueueTable):
 
     # ---- the fan-out -------------------------------------------------------------------------------------------
 
-    def finish_fan_out(self, item_id: str, now_ms: int | None = None, *, announce: bool = True) -> int:
+    def finish_fan_out(
+        self, item_id: str, now_ms: int | None = None, *, announce: bool = True, known: Mapping[str, Any] | None = None,
+    ) -> int:
         """Apply the end of the task ``item_id`` (or the start of a workflow, for its record) to what waits for it,
         then take its FANOUT mark off; the tasks that waited and are PENDING now, with those its blocked dependents'
         own fan-outs readied. Safe to repeat, and to run in several processes at once. ``announce``: wake their
-        queues (``on_workflow_ready``; a caller that wakes them itself passes False)."""
+        queues (``on_workflow_ready``; a caller that wakes them itself passes False). ``known``: a workflow's roots as
+        its creator wrote them (id -> item), so their start reads none of them."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         readied: dict[str, int] = {}
         todo = [item_id]
@@ -137,7 +143,7 @@ class WorkflowFanOut(QueueTable):
             if item is None:
                 continue
             if is_record_key(current):
-                results = self._start(item, now_ms)
+                results = self._start(item, now_ms, known or {})
             else:
                 status = TaskStatus(item["taskStatus"]["S"])
                 if status not in ENDINGS:
@@ -188,7 +194,7 @@ class WorkflowFanOut(QueueTable):
             reason = blocked_reason(source, outcome, error)
             return None, self._end_waiting(edge.dependent, effect.blocked_status, now_ms, reason=reason, blocked_by=source)
         failures = int(effect.failed)
-        for step in counter_path(edge.slot, edge.total):
+        for step in counter_path(edge.slot, edge.total, self.counter_fan_in):
             remaining, failures = self._count_slot(edge.dependent, step, failures, keep_until, now_ms,
                                               track_failures=edge.policy is Policy.ON_FAILURE)
             if remaining > 0:
@@ -227,11 +233,14 @@ class WorkflowFanOut(QueueTable):
             node = lost.item
         return int(node["remaining"]["N"]), int(node.get("failures", {"N": "0"})["N"])
 
-    def ready_waiting(self, task_id: str, now_ms: int, attempts: int = 3) -> tuple[str | None, str | None]:
+    def ready_waiting(
+        self, task_id: str, now_ms: int, attempts: int = 3, seen: Mapping[str, Any] | None = None,
+    ) -> tuple[str | None, str | None]:
         """WAITING -> PENDING, one conditional write: its ReadyIndex entry at its place (priority, its readiness as
         order time, group, shard) and its ttl from now. Past its workflow's deadline it is SHED instead (then fans
-        out). (queue made ready, task to fan out next), either None; nothing if it no longer waits."""
-        item = self._read(task_id) if attempts else None
+        out). (queue made ready, task to fan out next), either None; nothing if it no longer waits. ``seen``: the
+        task's item as its creator wrote it (no read: the write's condition holds what the read would check)."""
+        item = seen if seen is not None else (self._read(task_id) if attempts else None)
         if item is None or item["taskStatus"]["S"] != TaskStatus.WAITING.value:
             return None, None
         task = from_item(item)
@@ -270,7 +279,7 @@ class WorkflowFanOut(QueueTable):
         written = self._transition(task_id, TaskStatus.WAITING, status, now_ms=now_ms, set_=set_)
         return task_id if written is not None and task.dependents else None
 
-    def _start(self, record: Mapping[str, Any], now_ms: int) -> list[tuple[str | None, str | None]]:
+    def _start(self, record: Mapping[str, Any], now_ms: int, known: Mapping[str, Any]) -> list[tuple[str | None, str | None]]:
         """A workflow made visible (RUNNING): its roots, the tasks with no dependency, made ready."""
         if record.get("wfState", {}).get("S") != WorkflowState.RUNNING.value:
             return []
@@ -279,7 +288,7 @@ class WorkflowFanOut(QueueTable):
         roots: list[str] = []
         for page in self._get_items([root_page_key(workflow_id, n) for n in range(pages)]):
             roots += json.loads(page["members"]["S"])
-        return self._each(functools.partial(self.ready_waiting, now_ms=now_ms), roots)
+        return self._each(lambda root: self.ready_waiting(root, now_ms, seen=known.get(root)), roots)
 
     def _unmark_record(self, record: Mapping[str, Any]) -> None:
         if "statusKey" not in record:

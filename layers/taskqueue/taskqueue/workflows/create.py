@@ -63,7 +63,9 @@ def create_workflow(
         created = store.write_workflow(plan)
         store.commit_workflow(plan, now_ms)
     # Its start (also a retry's: one after a crash between the commit and the start finishes it now).
-    ready = store.finish_fan_out(record_key(spec.workflow_id), now_ms, announce=False)
+    root_ids = set(plan.roots)
+    roots = {item["taskId"]["S"]: item for item in plan.tasks if item["taskId"]["S"] in root_ids}
+    ready = store.finish_fan_out(record_key(spec.workflow_id), now_ms, announce=False, known=roots)
     record = store.workflow_record(spec.workflow_id)
     wakeup = WakeUp(NOT_ASKED)
     if handshake is not None and ready:
