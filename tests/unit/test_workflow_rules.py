@@ -247,19 +247,24 @@ def test_edge_lists_are_inline_while_small_else_paged_and_read_back_whole(n):
 def test_the_plan_writes_every_task_waiting_with_consistent_edges(tasks, on_failure):
     request = parse_create_request(body(tasks, **({"onFailure": {"key": "zz"}} if on_failure else {})), SETTINGS)
     plan = plan_workflow(request.workflow, 1_795_348_800_000, SETTINGS)
-    items = {item["taskId"]["S"]: item for item in plan.tasks}
-    assert list(items) == plan.task_ids
+    items = {item["taskId"]["S"]: item for item in plan.tasks + plan.roots}
+    assert sorted(items) == sorted(plan.task_ids)
     ins = {tid: decode_in_edges(item["wfInEdges"]["S"]) if "wfInEdges" in item else [] for tid, item in items.items()}
     outs = {tid: decode_out_edges(item["wfOutEdges"]["S"]) if "wfOutEdges" in item else [] for tid, item in items.items()}
+    roots = {item["taskId"]["S"] for item in plan.roots}
     for tid, item in items.items():
-        assert item["taskStatus"]["S"] == "WAITING" and "readyKey" not in item and "statusKey" not in item
+        if tid in roots:  # put PENDING at the workflow's start, at their place in the ReadyIndex
+            assert item["taskStatus"]["S"] == "PENDING" and "readyKey" in item and "statusKey" not in item
+        else:
+            assert item["taskStatus"]["S"] == "WAITING" and "readyKey" not in item and "statusKey" not in item
         assert int(item.get("wfIn", {"N": "0"})["N"]) == len(ins[tid])
         assert int(item.get("wfOut", {"N": "0"})["N"]) == len(outs[tid])
     # Each out-edge is the dependent's in-edge at its slot, with the dependent's total.
     for tid, edges in outs.items():
         for edge in edges:
             assert ins[edge.dependent][edge.slot].dependency == tid and edge.total == len(ins[edge.dependent])
-    assert sorted(plan.roots) == sorted(t for t, e in ins.items() if not e)
+    assert sorted(roots) == sorted(t for t, e in ins.items() if not e)
+    assert all(p["roots"]["L"] for p in plan.pages if p["taskId"]["S"].startswith("wf#roots#"))
     if on_failure:
         assert len(ins["w/zz"]) == len(items) - 1 and all(e.policy is Policy.ON_FAILURE for e in ins["w/zz"])
     assert json.loads(next(p for p in plan.pages if p["taskId"]["S"].startswith("wf#members#"))["members"]["S"]) == plan.task_ids

@@ -1,5 +1,6 @@
-"""What creating a workflow writes (pure): its tasks, WAITING, with their edges; its edge pages and member pages; and
-its record, whose one final write makes the workflow visible (docs/workflows.md, "Creation").
+"""What creating a workflow writes (pure): its tasks that wait (WAITING), with their edges; its edge, member and root
+pages; its record, whose one final write makes the workflow visible (docs/workflows.md, "Creation"); and its roots, the
+tasks with no dependency, PENDING, put once it is visible (a new task's INSERT: the stream starts their worker).
 
 Times: a waiting task's ``ttl`` (and its ``deleteAt``) is the workflow's deadline: past it, it is never made ready
 (SHED when its last dependency ends) and DynamoDB's TTL deletes it. Once ready it is shed ``ttlSeconds`` after it
@@ -10,6 +11,7 @@ plus the retention of each.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,8 @@ from taskqueue.core.workflow_spec import WorkflowSpec
 
 AttributeValue = dict[str, Any]
 Item = dict[str, AttributeValue]
+# A page of roots (their items, payloads included) stays under DynamoDB's 400 KB item limit.
+ROOT_PAGE_BYTES = 300 * 1024
 
 
 @dataclass(frozen=True)
@@ -44,15 +48,11 @@ class WorkflowPlan:
     deadline: int  # epoch s
     keep_until: int  # epoch s
     record: Item  # written first (CREATING), then made RUNNING by the final write
-    tasks: list[Item]  # WAITING, each after its dependencies
-    pages: list[Item]  # edge pages and member pages
-    task_ids: list[str]
-    roots: list[str]  # the tasks with no dependency: made ready once the workflow is visible
+    tasks: list[Item]  # the tasks that wait (WAITING), written before the final write
+    pages: list[Item]  # edge pages, member pages and root pages, written before the final write
+    task_ids: list[str]  # every task, each after its dependencies
+    roots: list[Item]  # the tasks with no dependency (PENDING): put once the workflow is visible (its start)
     edges: int
-
-    def items(self) -> list[Item]:
-        """Everything written before the final write, in the order written."""
-        return self.pages + self.tasks
 
 
 def plan_workflow(spec: WorkflowSpec, created_ms: int, settings: Settings, request_id: str | None = None) -> WorkflowPlan:
@@ -72,10 +72,13 @@ def plan_workflow(spec: WorkflowSpec, created_ms: int, settings: Settings, reque
             outs[dependency].append(OutEdge(task_id, slot, len(named), policy))
     pages: list[Item] = []
     items: list[Item] = []
+    roots: list[Item] = []
     for node, (task, task_id) in enumerate(zip(spec.tasks, ids)):
+        root = not ins[task_id]  # ready from the start: PENDING, shed ttlSeconds after creation like a new task
         waiting = Task(
-            task_id=task_id, queue=spec.queue, status=TaskStatus.WAITING, priority=task.priority, created_ms=created_ms,
-            updated_ms=created_ms, enqueued_ms=created_ms, ttl=deadline, max_attempts=task.max_attempts,
+            task_id=task_id, queue=spec.queue, status=TaskStatus.PENDING if root else TaskStatus.WAITING,
+            priority=task.priority, created_ms=created_ms, updated_ms=created_ms, enqueued_ms=created_ms,
+            ttl=created_ms // 1000 + task.ttl_seconds if root else deadline, max_attempts=task.max_attempts,
             shard=keys.shard_for(task_id, settings.queue_shards), payload=task.payload, request_id=request_id,
             run_seconds=task.run_seconds, group=task.group, workflow_id=spec.workflow_id, dependents=len(outs[task_id]),
             waits_for=len(ins[task_id]), workflow_keep_until=keep_until,
@@ -91,14 +94,17 @@ def plan_workflow(spec: WorkflowSpec, created_ms: int, settings: Settings, reque
                 pages.append({"taskId": {"S": page_key(task_id, number)}, "edges": {"S": text}, "deleteAt": aux_delete_at})
             if paged:
                 item[f"wf{name}Pages"] = {"N": str(len(paged))}
-        items.append(item)
+        (roots if root else items).append(item)
     members = pages_of(ids)
-    roots = [task_id for task_id in ids if not ins[task_id]]
-    root_pages = pages_of(roots)
-    for page_key, listed in ((member_page_key, members), (root_page_key, root_pages)):
-        for number, page in enumerate(listed):
-            pages.append({"taskId": {"S": page_key(spec.workflow_id, number)}, "members": {"S": encode_json(page)},
-                          "deleteAt": aux_delete_at})
+    for number, page in enumerate(members):
+        pages.append({"taskId": {"S": member_page_key(spec.workflow_id, number)}, "members": {"S": encode_json(page)},
+                      "deleteAt": aux_delete_at})
+    # The roots as they will be put once the workflow is visible: kept in pages, so that a sweep can put them for a
+    # creator that died after its final write.
+    root_pages = item_pages(roots)
+    for number, page in enumerate(root_pages):
+        pages.append({"taskId": {"S": root_page_key(spec.workflow_id, number)},
+                      "roots": {"L": [{"M": root} for root in page]}, "deleteAt": aux_delete_at})
     record: Item = {
         "taskId": {"S": record_key(spec.workflow_id)},
         "entity": {"S": "workflow"},
@@ -118,3 +124,18 @@ def plan_workflow(spec: WorkflowSpec, created_ms: int, settings: Settings, reque
     }
     return WorkflowPlan(spec.workflow_id, spec.queue, created_ms, deadline, keep_until, record, items, pages, ids, roots,
                         int(record["wfEdges"]["N"]))
+
+
+def item_pages(items: list[Item], limit: int = ROOT_PAGE_BYTES) -> list[list[Item]]:
+    """``items`` in pages of about ``limit`` bytes at most (an item alone on its page may be larger: a page holds them
+    as DynamoDB values, a list of maps, so it is no larger than the items themselves)."""
+    pages: list[list[Item]] = []
+    size = limit
+    for item in items:
+        length = len(json.dumps(item, separators=(",", ":")))  # at least its size as DynamoDB counts it
+        if size + length > limit:
+            pages.append([])
+            size = 0
+        pages[-1].append(item)
+        size += length
+    return pages

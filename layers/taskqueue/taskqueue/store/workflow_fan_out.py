@@ -126,14 +126,11 @@ class WorkflowFanOut(QueueTable):
 
     # ---- the fan-out -------------------------------------------------------------------------------------------
 
-    def finish_fan_out(
-        self, item_id: str, now_ms: int | None = None, *, announce: bool = True, known: Mapping[str, Any] | None = None,
-    ) -> int:
+    def finish_fan_out(self, item_id: str, now_ms: int | None = None, *, announce: bool = True) -> int:
         """Apply the end of the task ``item_id`` (or the start of a workflow, for its record) to what waits for it,
         then take its FANOUT mark off; the tasks that waited and are PENDING now, with those its blocked dependents'
         own fan-outs readied. Safe to repeat, and to run in several processes at once. ``announce``: wake their
-        queues (``on_workflow_ready``; a caller that wakes them itself passes False). ``known``: a workflow's roots as
-        its creator wrote them (id -> item), so their start reads none of them."""
+        queues (``on_workflow_ready``; a caller that wakes them itself passes False)."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         readied: dict[str, int] = {}
         todo = [item_id]
@@ -143,7 +140,7 @@ class WorkflowFanOut(QueueTable):
             if item is None:
                 continue
             if is_record_key(current):
-                results = self._start(item, now_ms, known or {})
+                results = [(item["wfQueue"]["S"], None)] * self.start_workflow(item, None)
             else:
                 status = TaskStatus(item["taskStatus"]["S"])
                 if status not in ENDINGS:
@@ -156,9 +153,7 @@ class WorkflowFanOut(QueueTable):
                     readied[queue] = readied.get(queue, 0) + 1
                 if follow is not None:
                     todo.append(follow)
-            if is_record_key(current):
-                self._unmark_record(item)
-            else:
+            if not is_record_key(current):
                 self._unmark(item, status, now_ms)
         if announce:
             self._announce(readied)
@@ -233,14 +228,11 @@ class WorkflowFanOut(QueueTable):
             node = lost.item
         return int(node["remaining"]["N"]), int(node.get("failures", {"N": "0"})["N"])
 
-    def ready_waiting(
-        self, task_id: str, now_ms: int, attempts: int = 3, seen: Mapping[str, Any] | None = None,
-    ) -> tuple[str | None, str | None]:
+    def ready_waiting(self, task_id: str, now_ms: int, attempts: int = 3) -> tuple[str | None, str | None]:
         """WAITING -> PENDING, one conditional write: its ReadyIndex entry at its place (priority, its readiness as
         order time, group, shard) and its ttl from now. Past its workflow's deadline it is SHED instead (then fans
-        out). (queue made ready, task to fan out next), either None; nothing if it no longer waits. ``seen``: the
-        task's item as its creator wrote it (no read: the write's condition holds what the read would check)."""
-        item = seen if seen is not None else (self._read(task_id) if attempts else None)
+        out). (queue made ready, task to fan out next), either None; nothing if it no longer waits."""
+        item = self._read(task_id) if attempts else None
         if item is None or item["taskStatus"]["S"] != TaskStatus.WAITING.value:
             return None, None
         task = from_item(item)
@@ -279,25 +271,35 @@ class WorkflowFanOut(QueueTable):
         written = self._transition(task_id, TaskStatus.WAITING, status, now_ms=now_ms, set_=set_)
         return task_id if written is not None and task.dependents else None
 
-    def _start(self, record: Mapping[str, Any], now_ms: int, known: Mapping[str, Any]) -> list[tuple[str | None, str | None]]:
-        """A workflow made visible (RUNNING): its roots, the tasks with no dependency, made ready."""
+    def start_workflow(self, record: Mapping[str, Any], roots: list[dict[str, Any]] | None) -> int:
+        """A workflow made visible (RUNNING): its roots, the tasks with no dependency, put PENDING (each only if
+        absent: a new task's INSERT, which the stream hands to the worker), then its record's FANOUT mark off. ``roots``:
+        as its creator planned them; None: read from its root pages. How many were put by this call."""
         if record.get("wfState", {}).get("S") != WorkflowState.RUNNING.value:
-            return []
-        workflow_id = record["taskId"]["S"].removeprefix("wf#")
-        pages = int(record.get("wfRootPages", {"N": "0"})["N"])
-        roots: list[str] = []
-        for page in self._get_items([root_page_key(workflow_id, n) for n in range(pages)]):
-            roots += json.loads(page["members"]["S"])
-        return self._each(lambda root: self.ready_waiting(root, now_ms, seen=known.get(root)), roots)
+            return 0  # not created (CREATING), or cancelled before its start
+        if roots is None:
+            workflow_id = record["taskId"]["S"].removeprefix("wf#")
+            pages = int(record.get("wfRootPages", {"N": "0"})["N"])
+            roots = [root["M"] for page in self._get_items([root_page_key(workflow_id, n) for n in range(pages)])
+                     for root in page["roots"]["L"]]
+        tasks = [from_item(root) for root in roots]
+        self.note_groups(tasks, reuse=True)  # on the ring before their tasks (store/groups.py), and again after
+        put = sum(self._each(self._put_absent, roots))  # type: ignore[arg-type]
+        self.note_groups(tasks, reuse=True)
+        if "statusKey" in record:
+            try:
+                self._call("update_item", TableName=self._table, Key=_key(record["taskId"]["S"]),
+                           UpdateExpression="REMOVE statusKey, statusSort", ConditionExpression="attribute_exists(statusKey)")
+            except ConditionLost:
+                pass  # another process finished the start first
+        return put
 
-    def _unmark_record(self, record: Mapping[str, Any]) -> None:
-        if "statusKey" not in record:
-            return
+    def _put_absent(self, item: Mapping[str, Any]) -> int:
         try:
-            self._call("update_item", TableName=self._table, Key=_key(record["taskId"]["S"]),
-                       UpdateExpression="REMOVE statusKey, statusSort", ConditionExpression="attribute_exists(statusKey)")
+            self._call("put_item", TableName=self._table, Item=dict(item), ConditionExpression="attribute_not_exists(taskId)")
+            return 1
         except ConditionLost:
-            pass  # another process finished the start first
+            return 0
 
     def _unmark(self, item: Mapping[str, Any], status: TaskStatus, now_ms: int) -> None:
         """The fan-out is done: the task leaves the FANOUT partition (a dead letter goes to its state's partition)."""

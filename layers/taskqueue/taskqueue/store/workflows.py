@@ -110,17 +110,14 @@ class WorkflowStore(WorkflowFanOut):
         except ConditionLost:
             return False
 
-    def _put_absent(self, item: Mapping[str, Any]) -> int:
-        try:
-            self._call("put_item", TableName=self._table, Item=dict(item), ConditionExpression="attribute_not_exists(taskId)")
-            return 1
-        except ConditionLost:
-            return 0
-
     # ---- reads ------------------------------------------------------------------------------------------------
 
+    def workflow_record_item(self, workflow_id: str) -> dict[str, Any] | None:
+        """The workflow's record as stored (strongly consistent), or None."""
+        return self._read(record_key(workflow_id))
+
     def workflow_record(self, workflow_id: str) -> WorkflowRecord | None:
-        item = self._read(record_key(workflow_id))
+        item = self.workflow_record_item(workflow_id)
         if item is None:
             return None
         return WorkflowRecord(

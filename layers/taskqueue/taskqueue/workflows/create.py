@@ -3,11 +3,12 @@ create``): all or nothing, idempotent by its id (docs/workflows.md, "Creation").
 
 1. its record, CREATING (a record of that id with other content: refused; the same content: a retry, which resumes a
    creation still CREATING with the first attempt's times, or answers what exists);
-2. every task (WAITING, out of every index) and page, each only if absent;
+2. every task that waits (WAITING, out of every index) and page, each only if absent;
 3. ONE write makes the record RUNNING: from then on it is created, and its start is owed (its FANOUT mark);
-4. its start: its roots (the tasks with no dependency) made ready, the mark off; then the queue's worker is woken.
-A crash before 3 leaves nothing a user or worker sees as created (the items wait, invisible, for the retry or their
-deadline); after 3, the sweep (the safety net) finishes 4.
+4. its start: its roots (the tasks with no dependency) put PENDING, each only if absent (new tasks: the stream starts
+   their worker, as for any new task; on a queue that is not stream-started, a producer's wake-up), the mark off.
+A crash before 3 leaves nothing a user or worker sees as created (no root exists, so nothing can run; the items wait,
+invisible, for the retry or their deadline); after 3, a retry or the sweep (the safety net) finishes 4.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any
 
 from taskqueue.core.model import CreateRequest
 from taskqueue.core.workflow_plan import plan_workflow
-from taskqueue.core.workflow_rules import WorkflowState, record_key
+from taskqueue.core.workflow_rules import WorkflowState
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.producer import ProducerHandshake, WakeUp
+from taskqueue.wakeups.producer import STREAM, ProducerHandshake, WakeUp
 from taskqueue.workflows.wake import wake
 
 NOT_ASKED = "not-asked"
@@ -62,16 +63,17 @@ def create_workflow(
             plan = plan_workflow(spec, existing.created_ms, store.settings, request_id)
         created = store.write_workflow(plan)
         store.commit_workflow(plan, now_ms)
-    # Its start (also a retry's: one after a crash between the commit and the start finishes it now).
-    root_ids = set(plan.roots)
-    roots = {item["taskId"]["S"]: item for item in plan.tasks if item["taskId"]["S"] in root_ids}
-    ready = store.finish_fan_out(record_key(spec.workflow_id), now_ms, announce=False, known=roots)
+    # Its start (also a retry's: one after a crash between the final write and the start finishes it now).
+    record_item = store.workflow_record_item(spec.workflow_id)
+    ready = store.start_workflow(record_item, plan.roots) if record_item is not None else 0
     record = store.workflow_record(spec.workflow_id)
     wakeup = WakeUp(NOT_ASKED)
     if handshake is not None and ready:
-        wakeup = wake(handshake, spec.queue)
+        # Roots are new tasks (INSERTs): a stream-started queue's stream hands them to its worker; else a producer's
+        # wake-up.
+        wakeup = WakeUp(STREAM) if store.settings.stream_started(spec.queue) else wake(handshake, spec.queue)
     return WorkflowSummary(
-        queue=spec.queue, workflow_id=spec.workflow_id, created=created, already_existed=len(plan.task_ids) - created,
-        task_ids=tuple(plan.task_ids), ttl=plan.deadline, ready=ready,
-        state=record.state.value if record is not None else WorkflowState.RUNNING.value, wakeup=wakeup,
+        queue=spec.queue, workflow_id=spec.workflow_id, created=created + ready,
+        already_existed=len(plan.task_ids) - created - ready, task_ids=tuple(plan.task_ids), ttl=plan.deadline,
+        ready=ready, state=record.state.value if record is not None else WorkflowState.RUNNING.value, wakeup=wakeup,
     )
