@@ -8,7 +8,7 @@ from typing import Any
 
 from taskq import output
 from taskq.connection import CliError, Command, Printer, Target, add_options
-from taskq.task_commands import WAKE_UP_TEXT, _read_json_arg
+from taskq.task_commands import _read_json_arg
 from taskqueue.client import TaskQueueClient
 from taskqueue.core.workflow_rules import Policy, key_of
 from taskqueue.store import WorkflowTaskView
@@ -62,9 +62,8 @@ def cmd_create(t: Target, args: argparse.Namespace, say: Printer) -> int:
         return 0
     say(f"workflow {summary.workflow_id!r} on queue {summary.queue!r}: {summary.state}, {len(summary.task_ids)} task(s)"
         + (f", {summary.created} written now" if summary.created else " (it existed: nothing new was written)"))
-    say(f"{summary.ready} task(s) made ready; the others wait for their dependencies (deadline "
-        f"{output.iso(summary.ttl * 1000)})")
-    say(f"wake-up: {WAKE_UP_TEXT.get(summary.wakeup, summary.wakeup)}")
+    say(f"{summary.ready} task(s) ready now (the table's stream starts the worker for them); the others wait for "
+        f"their dependencies (deadline {output.iso(summary.ttl * 1000)})")
     return 0
 
 

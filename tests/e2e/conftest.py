@@ -10,18 +10,15 @@ from typing import Any
 import pytest
 
 from local.engine.engine import REPO, Engine
-from local.scenarios.demo_defaults import CONCURRENCY, RUNNER
+from local.scenarios.demo_defaults import RUNNER
 
-# Fast defaults: short runner, short budgets, a 0.3 s stream batching window, no schedules unless asked; one
-# worker and one matcher at a time, as the demo runs (local/scenarios/demo_defaults.py; the template reserves none); the fake
-# legacy system as the runner (the template names none).
+# Fast defaults: short runner, short budgets, no schedules unless asked; the template's start path (no reserved
+# concurrency, the tables' streams start the workers); the fake legacy system as the runner (the template names none).
 FAST = {
-    **CONCURRENCY,
     **RUNNER,
     "FakeRunnerDurationSeconds": 0.3,
     "RunnerCapacity": 3,
     "TimeBudgetSeconds": 3,
-    "TriggerBatchingWindowSeconds": 1,
 }
 TIME_SCALE = 0.3  # template seconds -> real seconds for schedules, batching windows, async retry delays
 
@@ -84,7 +81,7 @@ def invocations(engine: Engine, function: str, source: str | None = None) -> lis
     return [i for i in engine.invocations if i["function"] == function and (source is None or i["source"] == source)]
 
 
-def queue_stream_mapping(engine: Engine) -> Any:
-    """Trigger's event source mapping on the queue table's stream."""
+def queue_stream_mapping(engine: Engine, function: str = "ProcessTasksFunction") -> Any:
+    """A worker's event source mapping on the queue table's stream (ProcessTasks' TaskStream, the Matcher's CallStream)."""
     arn = engine.template.resolver.attrs["QueueTable.StreamArn"]
-    return next(m for m in engine.mappings if m.function == "TriggerFunction" and m.stream_arn == arn)
+    return next(m for m in engine.mappings if m.function == function and m.stream_arn == arn)

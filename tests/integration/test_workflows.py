@@ -202,7 +202,7 @@ def test_a_shed_dependency_follows_the_policies(store, clock):
 
 
 def test_a_pending_task_deleted_by_ttl_ends_for_its_dependents_through_the_stream_hook(store, clock, dynamodb):
-    from taskqueue.workflows.ttl import after_stream_record
+    from taskqueue.workflows.ttl import after_ttl_removals
 
     create(store, clock, diamond("wf-t", policy="ignore-cancelled"))
     table = store.settings.queue_table_name
@@ -210,12 +210,12 @@ def test_a_pending_task_deleted_by_ttl_ends_for_its_dependents_through_the_strea
     dynamodb.delete_item(TableName=table, Key={"taskId": {"S": "wf-t/a"}})  # as DynamoDB's TTL would
     record = {"eventName": "REMOVE", "userIdentity": {"type": "Service", "principalId": "dynamodb.amazonaws.com"},
               "dynamodb": {"OldImage": image}}
-    after_stream_record(store, record)
-    assert after_stream_record(store, record) == 0  # a retried record changes nothing more
+    after_ttl_removals(store, [record])
+    assert after_ttl_removals(store, [record, None, {}]) == 0  # a retried record changes nothing more
     view = {key_of(k): v for k, v in ((t.task.task_id, t.task.status.value) for t in
                                       store.workflow_tasks(store.workflow_record("wf-t")))}
     assert view == {"b": "CANCELLED", "c": "CANCELLED", "d": "CANCELLED"}
-    assert after_stream_record(store, {**record, "userIdentity": None}) == 0  # not the TTL's: not a shed
+    assert after_ttl_removals(store, [{**record, "userIdentity": None}]) == 0  # not the TTL's: not a shed
 
 
 def test_a_task_made_ready_after_its_workflows_deadline_is_shed_and_its_dependents_cancelled(store, clock):
@@ -279,6 +279,35 @@ def test_a_start_left_owed_by_a_creator_that_died_after_the_final_write_is_finis
     assert store.finish_owed_fan_outs(W) == 1
     assert [key_of(c.task_id) for c in store.candidates(W, 10)] == ["a"]
     assert not store.workflow_record("wf-owed").starting
+
+
+def test_a_cancel_racing_the_start_puts_the_roots_cancelled_so_no_late_start_can_run_one(store, clock):
+    from taskqueue.core.workflow_plan import plan_workflow
+
+    request = parse_create_request(diamond("wf-race"), store.settings)
+    plan = plan_workflow(request.workflow, clock.now_ms(), store.settings)
+    store.begin_workflow(plan)
+    store.write_workflow(plan)
+    assert store.commit_workflow(plan, clock.now_ms())
+    seen_by_creator = store.workflow_record_item("wf-race")  # RUNNING, its start owed: then the creator stalls
+    cancelled = TaskQueueClient(_services(store)).cancel_workflow("wf-race")
+    assert sorted(map(key_of, cancelled)) == ["b", "c", "d"]  # a was put CANCELLED by the start the cancel owed
+    assert store.start_workflow(seen_by_creator, plan.roots) == 0  # the stalled creator's start puts nothing
+    assert states(store, "wf-race") == dict.fromkeys("abcd", "CANCELLED")
+    assert store.candidates(W, 10) == [] and not store.workflow_record("wf-race").starting
+    clock.advance(121)
+    assert store.finish_owed_fan_outs(W) == 0
+
+
+def test_a_retry_after_the_start_never_puts_a_root_again(store, clock, dynamodb):
+    body = diamond("wf-once")
+    create(store, clock, body)
+    run_claimable(store)
+    table = store.settings.queue_table_name
+    dynamodb.delete_item(TableName=table, Key={"taskId": {"S": "wf-once/a"}})  # as DynamoDB's TTL would, later
+    again = create(store, clock, body)
+    assert again.ready == 0 and "Item" not in dynamodb.get_item(TableName=table, Key={"taskId": {"S": "wf-once/a"}})
+    assert store.candidates(W, 10) == []
 
 
 @pytest.mark.parametrize("workflow, message", [

@@ -36,17 +36,17 @@ class WorkflowControls:
     def create_workflow(
         self, workflow: Mapping[str, Any], *, queue: str = "work", payload: Mapping[str, Any] | None = None,
         priority: int | None = None, ttl_seconds: int | None = None, max_attempts: int | None = None,
-        run_seconds: int | None = None, group: str | None = None, strict: bool | None = None,
+        run_seconds: int | None = None, group: str | None = None,
     ) -> WorkflowSummary:
         """Create ``workflow`` (``{"id", "tasks", "onFailure", "deadlineSeconds"}``, as CreateTasks' input has it) on
         ``queue``; the other arguments are its tasks' defaults. Sending it again creates nothing new; the same id with
         other content raises ``InvalidField``. Bad input (a cycle, a missing dependency, over the limits) raises
-        ``InvalidField`` and writes nothing. The summary's ``wakeup`` says what the wake-up did (``strict``: raise
-        ``WakeUpFailed`` if it failed)."""
+        ``InvalidField`` and writes nothing. Its tasks with no dependency start as new tasks do (the table's stream
+        starts the queue's worker); each other task, when its last dependency ends."""
         fields = {"queue": queue, "payload": dict(payload) if payload is not None else None, "priority": priority,
                   "ttlSeconds": ttl_seconds, "maxAttempts": max_attempts, "runSeconds": run_seconds, "group": group}
         request = {name: value for name, value in fields.items() if value is not None} | {"workflow": dict(workflow)}
-        summary: WorkflowSummary = self.create(request, strict=strict)
+        summary: WorkflowSummary = self.create(request)
         return summary
 
     def workflow(self, workflow_id: str, limit: int | None = None) -> WorkflowView:

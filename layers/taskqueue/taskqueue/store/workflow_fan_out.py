@@ -9,14 +9,13 @@ conditional (a counted slot is not counted twice, a dependent leaves WAITING onc
 processes at once, has the effect of one.
 
 A dependent made ready is one conditional UpdateItem (WAITING -> PENDING with its ReadyIndex entry at its place: its
-priority, its readiness as its order time, its group, its shard); ``on_workflow_ready`` is then called once per queue
-(the wake-up: taskqueue.workflows.wake).
+priority, its readiness as its order time, its group, its shard). That MODIFY into PENDING is its worker's start: the
+table's stream hands it to the queue's worker (the template's TaskStream filter), as it does a new task's INSERT.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ from taskqueue.core import keys
 from taskqueue.core.model import Task, encode_json, from_item
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.workflow_rules import (
+    CANCELLED_WITH_WORKFLOW,
     DEADLINE_REASON,
     ENDINGS,
     FAN_IN,
@@ -57,8 +57,6 @@ _PARALLEL_FROM = 4  # fewer edges than this are written in the caller's thread
 
 
 class WorkflowFanOut(QueueTable):
-    # Called with a queue once a fan-out made some of its tasks ready (taskqueue.workflows.wake, set by Services).
-    on_workflow_ready: Callable[[str], None] | None = None
     _fan_out_pool: ThreadPoolExecutor | None = None
     # Slots of a counter node: FAN_IN everywhere (every writer of a workflow must agree); a test makes trees deep.
     counter_fan_in = FAN_IN
@@ -121,16 +119,14 @@ class WorkflowFanOut(QueueTable):
             if follow is not None:
                 readied_after = self.finish_fan_out(follow, now_ms)
                 readied[""] = readied.get("", 0) + readied_after
-        self._announce({q: n for q, n in readied.items() if q})
         return sum(readied.values())
 
     # ---- the fan-out -------------------------------------------------------------------------------------------
 
-    def finish_fan_out(self, item_id: str, now_ms: int | None = None, *, announce: bool = True) -> int:
+    def finish_fan_out(self, item_id: str, now_ms: int | None = None) -> int:
         """Apply the end of the task ``item_id`` (or the start of a workflow, for its record) to what waits for it,
         then take its FANOUT mark off; the tasks that waited and are PENDING now, with those its blocked dependents'
-        own fan-outs readied. Safe to repeat, and to run in several processes at once. ``announce``: wake their
-        queues (``on_workflow_ready``; a caller that wakes them itself passes False)."""
+        own fan-outs readied. Safe to repeat, and to run in several processes at once."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         readied: dict[str, int] = {}
         todo = [item_id]
@@ -155,8 +151,6 @@ class WorkflowFanOut(QueueTable):
                     todo.append(follow)
             if not is_record_key(current):
                 self._unmark(item, status, now_ms)
-        if announce:
-            self._announce(readied)
         return sum(readied.values())
 
     def finish_owed_fan_outs(self, queue: str, now_ms: int | None = None, older_than_s: float = SWEEP_AFTER_SECONDS) -> int:
@@ -197,7 +191,9 @@ class WorkflowFanOut(QueueTable):
         if edge.policy is Policy.ON_FAILURE and failures == 0:  # every task succeeded: nothing for it to do
             self._end_waiting(edge.dependent, TaskStatus.SUCCESS, now_ms, result=SKIPPED_RESULT)
             return None, None
-        return self.ready_waiting(edge.dependent, now_ms)
+        # Its readiness is now (its place in the queue's order, its ttl), not the dependency's end: a long fan-out, or
+        # one the sweep finishes minutes later, readies it when it does.
+        return self.ready_waiting(edge.dependent, max(now_ms, self._clock.now_ms()))
 
     def _count_slot(
         self, dependent: str, step: CounterStep, failures: int, keep_until: int, now_ms: int, *, track_failures: bool
@@ -272,27 +268,43 @@ class WorkflowFanOut(QueueTable):
         return task_id if written is not None and task.dependents else None
 
     def start_workflow(self, record: Mapping[str, Any], roots: list[dict[str, Any]] | None) -> int:
-        """A workflow made visible (RUNNING): its roots, the tasks with no dependency, put PENDING (each only if
-        absent: a new task's INSERT, which the stream hands to the worker), then its record's FANOUT mark off. ``roots``:
-        as its creator planned them; None: read from its root pages. How many were put by this call."""
-        if record.get("wfState", {}).get("S") != WorkflowState.RUNNING.value:
-            return 0  # not created (CREATING), or cancelled before its start
+        """A workflow's start, owed while its record carries its FANOUT mark: its roots (the tasks with no dependency)
+        put, each only if absent, then the mark off. Put PENDING (a new task's INSERT, which the stream hands to the
+        worker) while it is RUNNING; put CANCELLED once it was cancelled, so that a start racing the cancel cannot
+        put a root the cancel missed. ``roots``: as its creator planned them; None: read from its root pages. How
+        many were put by this call."""
+        state = record.get("wfState", {}).get("S")
+        if state == WorkflowState.CREATING.value or "statusKey" not in record:
+            return 0  # not created yet, or started already
         if roots is None:
             workflow_id = record["taskId"]["S"].removeprefix("wf#")
             pages = int(record.get("wfRootPages", {"N": "0"})["N"])
             roots = [root["M"] for page in self._get_items([root_page_key(workflow_id, n) for n in range(pages)])
                      for root in page["roots"]["L"]]
-        tasks = [from_item(root) for root in roots]
-        self.note_groups(tasks, reuse=True)  # on the ring before their tasks (store/groups.py), and again after
-        put = sum(self._each(self._put_absent, roots))  # type: ignore[arg-type]
-        self.note_groups(tasks, reuse=True)
-        if "statusKey" in record:
-            try:
-                self._call("update_item", TableName=self._table, Key=_key(record["taskId"]["S"]),
-                           UpdateExpression="REMOVE statusKey, statusSort", ConditionExpression="attribute_exists(statusKey)")
-            except ConditionLost:
-                pass  # another process finished the start first
+        if state == WorkflowState.CANCELLED.value:
+            now_ms = self._clock.now_ms()
+            put = sum(self._each(self._put_absent, [self._cancelled_root(root, now_ms) for root in roots]))
+        else:
+            tasks = [from_item(root) for root in roots]
+            self.note_groups(tasks, reuse=True)  # on the ring before their tasks (store/groups.py), and again after
+            put = sum(self._each(self._put_absent, roots))  # type: ignore[arg-type]
+            self.note_groups(tasks, reuse=True)
+        try:
+            self._call("update_item", TableName=self._table, Key=_key(record["taskId"]["S"]),
+                       UpdateExpression="REMOVE statusKey, statusSort", ConditionExpression="attribute_exists(statusKey)")
+        except ConditionLost:
+            pass  # another process finished the start first
         return put
+
+    def _cancelled_root(self, root: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+        """A root as the cancel of its workflow leaves it: CANCELLED, out of the ReadyIndex, a dead letter."""
+        item = {name: value for name, value in root.items() if name not in ("readyKey", "readySort", "notBefore")}
+        queue, shard = item["queue"]["S"], int(item.get("shard", {"N": "0"})["N"])
+        return item | self._finished_attributes(now_ms, TaskStatus.CANCELLED) | {
+            "taskStatus": {"S": TaskStatus.CANCELLED.value}, "taskUpdated": {"N": str(now_ms)},
+            "lastError": {"S": CANCELLED_WITH_WORKFLOW},
+            "statusKey": {"S": keys.status_key(queue, TaskStatus.CANCELLED.value, shard)}, "statusSort": {"N": str(now_ms)},
+        }
 
     def _put_absent(self, item: Mapping[str, Any]) -> int:
         try:
@@ -352,12 +364,3 @@ class WorkflowFanOut(QueueTable):
         if self._fan_out_pool is None:
             self._fan_out_pool = ThreadPoolExecutor(max_workers=FAN_OUT_THREADS, thread_name_prefix="fan-out")
         return list(self._fan_out_pool.map(work, listed))
-
-    def _announce(self, readied: Mapping[str, int]) -> None:
-        if self.on_workflow_ready is None:
-            return
-        for queue in readied:
-            try:
-                self.on_workflow_ready(queue)
-            except Exception:  # noqa: BLE001 - a lost wake-up is the safety net's to cover
-                logger.exception("wake-up of queue %s after a workflow task became ready failed", queue)

@@ -64,6 +64,16 @@ class WorkflowTaskView:
     on_failure: bool
 
 
+def record_of(item: Mapping[str, Any]) -> WorkflowRecord:
+    """A workflow's record as stored -> ``WorkflowRecord``."""
+    return WorkflowRecord(
+        workflow_id=item["taskId"]["S"].removeprefix("wf#"), queue=item["wfQueue"]["S"],
+        state=WorkflowState(item["wfState"]["S"]), fingerprint=item["fingerprint"]["S"],
+        created_ms=int(item["taskCreated"]["N"]), deadline=int(item["wfDeadline"]["N"]), tasks=int(item["wfTasks"]["N"]),
+        edges=int(item["wfEdges"]["N"]), member_pages=int(item["wfMemberPages"]["N"]), starting="statusKey" in item,
+    )
+
+
 class WorkflowStore(WorkflowFanOut):
     # ---- creation ---------------------------------------------------------------------------------------------
 
@@ -118,14 +128,8 @@ class WorkflowStore(WorkflowFanOut):
 
     def workflow_record(self, workflow_id: str) -> WorkflowRecord | None:
         item = self.workflow_record_item(workflow_id)
-        if item is None:
-            return None
-        return WorkflowRecord(
-            workflow_id=workflow_id, queue=item["wfQueue"]["S"], state=WorkflowState(item["wfState"]["S"]),
-            fingerprint=item["fingerprint"]["S"], created_ms=int(item["taskCreated"]["N"]),
-            deadline=int(item["wfDeadline"]["N"]), tasks=int(item["wfTasks"]["N"]), edges=int(item["wfEdges"]["N"]),
-            member_pages=int(item["wfMemberPages"]["N"]), starting="statusKey" in item,
-        )
+        return record_of(item) if item is not None else None
+
 
     def workflow_members(self, record: WorkflowRecord) -> list[str]:
         """The workflow's task ids, each after its dependencies."""
@@ -184,19 +188,21 @@ class WorkflowStore(WorkflowFanOut):
     # ---- cancel and redrive ----------------------------------------------------------------------------------
 
     def cancel_workflow(self, workflow_id: str, now_ms: int | None = None) -> list[str]:
-        """Cancel a workflow whole: its record CANCELLED (its start makes nothing ready any more), then every task of
-        it still PENDING (first, so that none is claimed meanwhile) or WAITING -> CANCELLED, its on-failure task
+        """Cancel a workflow whole: its record CANCELLED (a start still owed puts its roots CANCELLED), then every task
+        of it still PENDING (first, so that none is claimed meanwhile) or WAITING -> CANCELLED, its on-failure task
         included. The ids cancelled. A running task runs on; whatever waited for it is cancelled already."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         record = self.workflow_record(workflow_id)
         if record is None or record.state is WorkflowState.CREATING:
             raise TaskNotFound(f"no workflow {workflow_id!r} (never created, its creation did not finish, or removed "
                                "by TTL)")
-        self._call(
+        cancelled = self._call(
             "update_item", TableName=self._table, Key=_key(record_key(workflow_id)),
             UpdateExpression="SET wfState = :cancelled, taskUpdated = :now",
             ExpressionAttributeValues={":cancelled": {"S": WorkflowState.CANCELLED.value}, ":now": {"N": str(now_ms)}},
-        )
+            ReturnValues="ALL_NEW",
+        )["Attributes"]
+        self.start_workflow(cancelled, None)  # a start still owed puts its roots CANCELLED (none can run)
         tasks = [from_item(item) for item in self._get_items(self.workflow_members(record))]
         order = [t for t in tasks if t.status is TaskStatus.PENDING] + [t for t in tasks if t.status is TaskStatus.WAITING]
         return [t.task_id for t in order if self._cancel_member(t, now_ms)]

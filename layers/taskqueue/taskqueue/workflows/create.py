@@ -5,8 +5,8 @@ create``): all or nothing, idempotent by its id (docs/workflows.md, "Creation").
    creation still CREATING with the first attempt's times, or answers what exists);
 2. every task that waits (WAITING, out of every index) and page, each only if absent;
 3. ONE write makes the record RUNNING: from then on it is created, and its start is owed (its FANOUT mark);
-4. its start: its roots (the tasks with no dependency) put PENDING, each only if absent (new tasks: the stream starts
-   their worker, as for any new task; on a queue that is not stream-started, a producer's wake-up), the mark off.
+4. its start: its roots (the tasks with no dependency) put PENDING, each only if absent (new tasks' INSERTs: the
+   table's stream starts their worker, as for any new task), the mark off.
 A crash before 3 leaves nothing a user or worker sees as created (no root exists, so nothing can run; the items wait,
 invisible, for the retry or their deadline); after 3, a retry or the sweep (the safety net) finishes 4.
 """
@@ -19,11 +19,7 @@ from typing import Any
 from taskqueue.core.model import CreateRequest
 from taskqueue.core.workflow_plan import plan_workflow
 from taskqueue.core.workflow_rules import WorkflowState
-from taskqueue.store import TaskStore
-from taskqueue.wakeups.producer import STREAM, ProducerHandshake, WakeUp
-from taskqueue.workflows.wake import wake
-
-NOT_ASKED = "not-asked"
+from taskqueue.store import TaskStore, record_of
 
 
 @dataclass(frozen=True)
@@ -39,7 +35,7 @@ class WorkflowSummary:
     ttl: int  # epoch s: the workflow's deadline (a task not ready by then never runs)
     ready: int
     state: str
-    wakeup: str = NOT_ASKED
+    wakeup: str = "stream"  # as a plain creation's (taskqueue.client.create.WakeUp): the table's stream starts the worker
 
     def as_dict(self) -> dict[str, Any]:
         """CreateTasks' answer (and ``taskq workflow create --json``'s)."""
@@ -48,10 +44,7 @@ class WorkflowSummary:
                 "ready": self.ready, "state": self.state, "wakeup": str(self.wakeup)}
 
 
-def create_workflow(
-    request: CreateRequest, store: TaskStore, now_ms: int, request_id: str | None = None,
-    handshake: ProducerHandshake | None = None,
-) -> WorkflowSummary:
+def create_workflow(request: CreateRequest, store: TaskStore, now_ms: int, request_id: str | None = None) -> WorkflowSummary:
     spec = request.workflow
     if spec is None:
         raise ValueError("create_workflow takes a request with a workflow")
@@ -66,14 +59,9 @@ def create_workflow(
     # Its start (also a retry's: one after a crash between the final write and the start finishes it now).
     record_item = store.workflow_record_item(spec.workflow_id)
     ready = store.start_workflow(record_item, plan.roots) if record_item is not None else 0
-    record = store.workflow_record(spec.workflow_id)
-    wakeup = WakeUp(NOT_ASKED)
-    if handshake is not None and ready:
-        # Roots are new tasks (INSERTs): a stream-started queue's stream hands them to its worker; else a producer's
-        # wake-up.
-        wakeup = WakeUp(STREAM) if store.settings.stream_started(spec.queue) else wake(handshake, spec.queue)
+    record = record_of(record_item) if record_item is not None else None
     return WorkflowSummary(
         queue=spec.queue, workflow_id=spec.workflow_id, created=created + ready,
         already_existed=len(plan.task_ids) - created - ready, task_ids=tuple(plan.task_ids), ttl=plan.deadline,
-        ready=ready, state=record.state.value if record is not None else WorkflowState.RUNNING.value, wakeup=wakeup,
+        ready=ready, state=record.state.value if record is not None else WorkflowState.RUNNING.value,
     )
