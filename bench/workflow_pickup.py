@@ -201,6 +201,16 @@ def write_results(path: Path, rows: list[dict[str, Any]], args: argparse.Namespa
         "or from a worker already running, whichever is first. Seconds per workflow: from the CreateTasks invoke to",
         "its last task's end (1,000 children through the one-request-at-a-time emulator).",
         "",
+        "## What an edge costs (not measured by this script)",
+        "",
+        "Write units per dependency edge as DynamoDB bills them, measured by the cost meter in",
+        "`tests/integration/test_workflow_fan_in.py::test_write_units_per_dependency_edge_of_a_fan_in_and_a_fan_out` (both",
+        "engines) against the same tasks without edges: a fan-in of N = 120, 4 + 4/N; a fan-out of N = 120, 2 + 3/N. At",
+        "on-demand $0.625 per million write units (bench/dollars.py's price), a million fan-in edges cost about $2.50 and a",
+        "million fan-out edges about $1.25, on top of the tasks themselves (a task that waits costs one task write more",
+        "than a plain task: its WAITING put, then the write that makes it PENDING with its ReadyIndex entry). `make bench`",
+        "does not report workflows yet (docs/workflows.md, \"What it costs\").",
+        "",
     ]
     path.write_text("\n".join(lines))
 
