@@ -508,7 +508,7 @@ def run_trigger(world: World) -> None:
     # Workflows: a task's end whose fan-out its writer did not finish (it died after its write), and a workflow whose
     # creator died after the write that made it visible (its roots not put yet). The safety net's sweep finishes both
     # (a StatusIndex query, GetItem, BatchGetItem of a paged list of dependents and of the roots' page, UpdateItems,
-    # PutItem of the roots); the dependents made ready are MODIFYs into PENDING, which the stream hands to the worker.
+    # UpdateItems creating the roots); the dependents made ready are MODIFYs into PENDING, which the stream hands to the worker.
     recent = FakeClock(now_ms() - 600_000)
     owed = world.store("TriggerFunction", recent)
     workflow_of(owed, recent, "owed", 20)

@@ -276,18 +276,22 @@ class WorkflowFanOut(QueueTable):
         state = record.get("wfState", {}).get("S")
         if state == WorkflowState.CREATING.value or "statusKey" not in record:
             return 0  # not created yet, or started already
+        planned = roots is not None
         if roots is None:
             workflow_id = record["taskId"]["S"].removeprefix("wf#")
             pages = int(record.get("wfRootPages", {"N": "0"})["N"])
             roots = [root["M"] for page in self._get_items([root_page_key(workflow_id, n) for n in range(pages)])
                      for root in page["roots"]["L"]]
+        # The creator puts (PutItem, as any producer); a sweep or a cancel creates them by UpdateItem, so the safety
+        # net needs no PutItem (it could overwrite any task).
+        write = self._put_absent if planned else self._create_absent
         if state == WorkflowState.CANCELLED.value:
             now_ms = self._clock.now_ms()
-            put = sum(self._each(self._put_absent, [self._cancelled_root(root, now_ms) for root in roots]))
+            put = sum(self._each(write, [self._cancelled_root(root, now_ms) for root in roots]))
         else:
             tasks = [from_item(root) for root in roots]
             self.note_groups(tasks, reuse=True)  # on the ring before their tasks (store/groups.py), and again after
-            put = sum(self._each(self._put_absent, roots))  # type: ignore[arg-type]
+            put = sum(self._each(write, roots))  # type: ignore[arg-type]
             self.note_groups(tasks, reuse=True)
         try:
             self._call("update_item", TableName=self._table, Key=_key(record["taskId"]["S"]),
@@ -305,6 +309,19 @@ class WorkflowFanOut(QueueTable):
             "lastError": {"S": CANCELLED_WITH_WORKFLOW},
             "statusKey": {"S": keys.status_key(queue, TaskStatus.CANCELLED.value, shard)}, "statusSort": {"N": str(now_ms)},
         }
+
+    def _create_absent(self, item: Mapping[str, Any]) -> int:
+        """``item`` written only if no item has its key, by UpdateItem (1 if written, else 0)."""
+        names = {f"#a{n}": name for n, name in enumerate(k for k in item if k != "taskId")}
+        values = {f":v{n}": item[name] for n, name in enumerate(k for k in item if k != "taskId")}
+        try:
+            self._call("update_item", TableName=self._table, Key=_key(item["taskId"]["S"]),
+                       UpdateExpression="SET " + ", ".join(f"{n} = {n.replace('#a', ':v')}" for n in names),
+                       ConditionExpression="attribute_not_exists(taskId)", ExpressionAttributeNames=names,
+                       ExpressionAttributeValues=values)
+            return 1
+        except ConditionLost:
+            return 0
 
     def _put_absent(self, item: Mapping[str, Any]) -> int:
         try:
