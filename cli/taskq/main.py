@@ -3,7 +3,7 @@ or table name.
 
 The commands live by group: task_commands (stats, list, show, peek, create, cancel, reprioritize, touch,
 redrive), queue_commands (pause, resume, purge, retry-all), group_commands (groups, group show / set / pause /
-resume: fair share's groups), watch_command, agents_view (agents),
+resume: fair share's groups), workflow_commands (workflow create / show / cancel), watch_command, agents_view (agents),
 failed_events_command (failed-events, which reads FailedEventsQueue instead of the table) and board (the web page,
 taskq/board/). How a command finds
 its stack: taskq/connection.py.
@@ -29,6 +29,7 @@ from taskq import (
     queue_commands,
     task_commands,
     watch_command,
+    workflow_commands,
 )
 from taskq.board import command as board_command
 from taskq.connection import CliError
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     task_commands.add_parsers(command)
     queue_commands.add_parsers(command)
     group_commands.add_parsers(command)
+    workflow_commands.add_parsers(command)
     watch_command.add_parser(command)
     agents_view.add_parser(command)
     # Needs no queue table: its own connection (the stack output FailedEventsQueueUrl, or --queue-url).

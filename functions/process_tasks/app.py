@@ -34,6 +34,7 @@ from taskqueue.wakeups.notify import queue_of_wakeup
 from taskqueue.work.runner import TaskRunner, apply_runner_environment, build_runner
 from taskqueue.work.stream_batch import is_stream_batch, read_batch
 from taskqueue.work.worker import Worker, WorkerReport
+from taskqueue.workflows.ttl import after_ttl_removals
 
 logger = Logger()
 tracer = Tracer()
@@ -79,6 +80,9 @@ def handle(
 ) -> WorkerReport:
     if is_stream_batch(event):
         batch = read_batch(event["Records"], svc.settings.served_queues)
+        # Workflows: a PENDING task the TTL deleted ends for what waits for it, before any claim (a refused write fails
+        # the invocation, and the batch is retried: each write of a fan-out may be repeated).
+        after_ttl_removals(svc.store, event["Records"])
         for reason in batch.malformed:  # never failed: a retry would block the shard for nothing
             logger.error("stream record skipped: not a task this version can read", extra={"reason": reason})
             handler_metrics.count("MalformedRecords", "unknown")

@@ -52,6 +52,7 @@ def test_every_command_has_help(capsys):
         "pause", "resume", "purge", "retry-all", "watch",  # tests/integration/test_cli_operator_tools.py
         "board",  # tests/board/
         "groups", "group",  # tests/integration/test_cli_groups.py
+        "workflow",  # tests/integration/test_workflow_handlers.py
     }
     for name in commands:
         with pytest.raises(SystemExit) as done:

@@ -32,6 +32,13 @@ def take(store, queue="work", owner="worker-1"):
 
 def in_state(store, clock, status: TaskStatus, **body) -> str:
     """A task brought to ``status`` through the real transitions."""
+    if status is TaskStatus.WAITING:  # a workflow's task waiting for its dependency (docs/workflows.md)
+        from tests.workflow_support import create as create_workflow
+        from tests.workflow_support import workflow_body
+
+        name = f"wf-{len(store.candidates('work', 1000))}-{clock.now_ms()}"
+        create_workflow(store, clock, workflow_body(name, [{"key": "a"}, {"key": "b", "dependsOn": ["a"]}]))
+        return f"{name}/b"
     task_id = one(store, clock, **({"ttlSeconds": 1, **body} if status is TaskStatus.SHED else body))
     if status is TaskStatus.PENDING:
         return task_id
@@ -64,7 +71,7 @@ def ids(tasks) -> list[str]:
 # ---- which state each operation accepts --------------------------------------------------------
 
 ALLOWED = {
-    "cancel": {TaskStatus.PENDING},
+    "cancel": {TaskStatus.PENDING, TaskStatus.WAITING},
     "reprioritize": {TaskStatus.PENDING},
     "touch": {TaskStatus.PENDING},
     "redrive": {TaskStatus.FAILURE, TaskStatus.CANCELLED},

@@ -44,6 +44,7 @@ from local.iam.grants import LOGS, STREAM_READ, expand, logical_of, resource_key
 from local.iam.grants import platform_calls as platform_calls_of
 from local.iam.requests import Names, allows, iam_requests
 from taskqueue.client import TaskQueueClient
+from taskqueue.client.create import create_tasks
 from taskqueue.core.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, PermanentTaskError, TaskQueueError
 from taskqueue.core.model import Task, new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
@@ -291,8 +292,19 @@ def run_create_tasks(world: World) -> None:
     # A call and a delayed task (its announcement of the queue's delayed head): the table's stream starts the workers.
     assert world.invoke(app, load_event("create_tasks-call.json"), request_id="call-1")["wakeup"] == "stream"
     assert world.invoke(app, {"queue": "work", "delaySeconds": 60}, request_id="delayed-1")["wakeup"] == "stream"
+    # A workflow (tasks that wait for others: docs/workflows.md), and its retry: conditional puts, the final write
+    # (UpdateItem of its record), its roots put (PutItem); a retry reads the record (GetItem).
+    assert world.invoke(app, load_event("create_tasks-workflow.json"), request_id="wf-1")["created"] == 5
+    assert world.invoke(app, load_event("create_tasks-workflow.json"), request_id="wf-2")["created"] == 0
     # Refused input.
     world.invoke(app, {"queue": "nope"}, expect=InvalidTaskInput)
+
+
+def workflow_of(store: TaskStore, clock: Any, workflow_id: str, dependents: int) -> None:
+    """A workflow: one task ``a`` that ``dependents`` tasks wait for (past about 15, its list of them is paged)."""
+    tasks = [{"key": "a"}] + [{"key": f"dependent-with-a-long-key-{i:03d}", "dependsOn": ["a"]} for i in range(dependents)]
+    create_tasks(parse_create_request({"workflow": {"id": workflow_id, "tasks": tasks}}, store.settings), store,
+                 clock.now_ms())
 
 
 def run_trigger(world: World) -> None:
@@ -315,8 +327,23 @@ def run_trigger(world: World) -> None:
     seed(store, queue="work")
     seed(store, past, queue="calls", ttlSeconds=60)
     seed(store, queue="calls")
+    # Workflows: a task's end whose fan-out its writer did not finish (it died after its write), and a workflow whose
+    # creator died after the write that made it visible (its roots not put yet). The safety net's sweep finishes both
+    # (a StatusIndex query, GetItem, BatchGetItem of a paged list of dependents and of the roots' page, UpdateItems,
+    # UpdateItems creating the roots); the dependents made ready are MODIFYs into PENDING, which the stream hands to the worker.
+    recent = FakeClock(now_ms() - 600_000)
+    owed = world.store("TriggerFunction", recent)
+    workflow_of(owed, recent, "owed", 20)
+    ended = owed.claim(next(c for c in owed.candidates("work", 100, shed=False) if c.task_id == "owed/a"), "dead")
+    owed.workflow_ended = lambda task, now_ms=None: None  # type: ignore[method-assign]  # it died after its write
+    assert owed.complete(ended, "dead")
+    owed.start_workflow = lambda record, roots: 0  # type: ignore[method-assign]  # its creator died before the start
+    workflow_of(owed, recent, "unstarted", 2)
+    assert "Item" not in world.setup_client.get_item(TableName=world.physical["QueueTable"], Key={"taskId": {"S": "unstarted/a"}})
     assert sorted(world.invoke(app, load_event("trigger-safety-net.json"))["woken"]) == ["calls", "work"]
     # Error path: SNS refuses the wake-up (the topic is gone): the invocation fails, and Lambda retries it.
+    assert owed.get("owed/dependent-with-a-long-key-000").status.value == "PENDING"
+    assert owed.get("unstarted/a").status.value == "PENDING"
     boto3.client("sns").delete_topic(TopicArn=world.physical["WorkerWakeUpTopic"])
     world.invoke(app, load_event("trigger-delayed-head.json"), expect=TaskQueueError)
     world.invoke(app, {"unexpected": True}, expect=InvalidEvent)
@@ -354,10 +381,14 @@ def run_process_tasks(world: World) -> None:
         seed(store, payload={"do": action})
     seed(store, payload={"do": "retry"}, maxAttempts=2)  # released for a retry, then dead-lettered
     seed(store, delaySeconds=30)  # due after the claims end: a scheduled wake-up at its head (CreateSchedule)
+    # A workflow: a's end makes b ready (GetItem, UpdateItems), and b's runner is given a's result (BatchGetItem).
+    create_tasks(parse_create_request({"workflow": {"id": "wf", "tasks": [
+        {"key": "a", "payload": {"do": "ok"}}, {"key": "b", "payload": {"do": "ok"}, "dependsOn": ["a"]}]}},
+        store.settings), store, now_ms())
     # 20 s left: claims for up to 10 s; the delayed task falls due after that, so the run ends scheduling a wake-up.
     report = world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=20_000)
     assert report["recovered"] == 2 and report["shed"] == 1 and report["work_remains"] is False, report
-    assert (report["succeeded"], report["released"]) == (3, 1), report  # "heartbeat" extended its lease and succeeded
+    assert (report["succeeded"], report["released"]) == (5, 1), report  # "heartbeat" extended its lease and succeeded
     assert report["failed"] == 3, report  # the permanent error, the exhausted retry, the lease out of attempts
     seed(store, delaySeconds=20)  # an earlier head: the schedule moves (UpdateSchedule)
     assert world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=20_000)["claimed"] == 0
@@ -373,6 +404,15 @@ def run_process_tasks(world: World) -> None:
         record["dynamodb"]["ApproximateCreationDateTime"] -= 600
     assert world.invoke(app, batch, remaining_ms=20_000)["claimed"] == 0
     world.invoke(app, load_event("process_tasks-stream-ttl-remove.json"))
+    # A PENDING workflow task DynamoDB's TTL deleted: its dependents follow as for a shed task (GetItem, BatchGetItem
+    # of its paged list of dependents, UpdateItems).
+    workflow_of(store, FakeClock(now_ms()), "removed", 20)
+    image = world.setup_client.get_item(TableName=world.physical["QueueTable"], Key={"taskId": {"S": "removed/a"}})["Item"]
+    world.setup_client.delete_item(TableName=world.physical["QueueTable"], Key={"taskId": {"S": "removed/a"}})
+    removal = json.loads(json.dumps(load_event("process_tasks-stream-ttl-remove.json")))
+    removal["Records"][0]["dynamodb"]["OldImage"] = image
+    world.invoke(app, removal)
+    assert store.get("removed/dependent-with-a-long-key-000").status.value == "CANCELLED"
     world.invoke(app, {"queue": "nope"}, expect=InvalidTaskInput)
 
 
@@ -643,13 +683,16 @@ def producer_world(dynamodb, topics):
 
 def run_producer(services: Any, clock: FakeClock) -> list[str]:
     """Every path of the client's enqueue: generated ids, a caller's id (new, then again), a delayed task, a batch
-    over 25, both queues."""
+    over 25, both queues; a workflow's creation."""
     client = TaskQueueClient(services)
     outcomes = [client.enqueue({"n": 1}).wakeup]  # BatchWriteItem
     outcomes.append(client.enqueue({"n": 2}, task_id="order-42").wakeup)  # PutItem
     outcomes.append(client.enqueue({"n": 2}, task_id="order-42").wakeup)  # already there: PutItem refused
     outcomes.append(client.enqueue(delay_seconds=30).wakeup)  # the delayed head's announcement on the control item
     outcomes.append(client.enqueue_many(count=30, queue="calls").wakeup)
+    # A workflow (GetItem of its record, PutItems, the UpdateItems of its record), and its retry.
+    workflow = {"id": "wf-p", "tasks": [{"key": "a"}, {"key": "b", "dependsOn": ["a"]}]}
+    outcomes += [client.create_workflow(workflow).wakeup, client.create_workflow(workflow).wakeup]
     return [str(o) for o in outcomes]
 
 
@@ -657,7 +700,7 @@ def test_producer_policy_grants_exactly_what_the_clients_enqueue_calls(producer_
     recorder, services, clock = producer_world
     with recorder.recording():
         outcomes = run_producer(services, clock)
-    assert outcomes == ["stream"] * 5, outcomes
+    assert outcomes == ["stream"] * 7, outcomes
     calls = set(recorder.calls)
     item_calls = recorder.items
     assert not any(a.startswith("sns:") for a, _ in calls)  # a producer publishes nothing
@@ -682,6 +725,7 @@ def test_producer_policy_keeps_producers_off_the_tasks_state_and_the_queues_cont
     # No wake-up, not the indexes, no reads.
     assert not producer_allows("sns:Publish", "WorkerWakeUpTopic")
     assert not producer_allows("dynamodb:GetItem", "QueueTable", "order-42")
+    assert not producer_allows("dynamodb:UpdateItem", "QueueTable", "wf-p/a")  # a workflow's task: no more than any
     assert not producer_allows("dynamodb:Query", "QueueTable/index/ReadyIndex")
 
 

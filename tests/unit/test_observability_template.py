@@ -88,11 +88,12 @@ def test_every_alarm_is_on_the_dashboards_alarm_widget():
 
 
 def test_trigger_may_update_the_table_for_lease_recovery_and_nothing_more():
-    """The safety net recovers expired leases and sheds expired entries: conditional UpdateItem on the table. It never
-    puts or batch-writes (BatchWriteItem could delete any task): tests/unit/test_iam_least_privilege.py has the rest."""
+    """The safety net recovers expired leases and sheds expired entries: conditional UpdateItem on the table (and
+    BatchGetItem: a workflow's long edge lists and roots, when it finishes what a dead writer left). It never puts or
+    batch-writes (BatchWriteItem could delete any task): tests/unit/test_iam_least_privilege.py has the rest."""
     statements = [s for p in RES["TriggerFunction"]["Properties"]["Policies"] for s in p.get("Statement", [])]
     on_table = {a for s in statements if s["Resource"] == {"Fn::GetAtt": ["QueueTable", "Arn"]} for a in s["Action"]}
-    assert on_table == {"dynamodb:GetItem", "dynamodb:UpdateItem"}
+    assert on_table == {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem"}
     assert not any(name in p for p in RES["TriggerFunction"]["Properties"]["Policies"]
                    for name in ("DynamoDBWritePolicy", "DynamoDBCrudPolicy", "DynamoDBReadPolicy"))
 

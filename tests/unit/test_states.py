@@ -12,6 +12,11 @@ LEGAL = {
     ("PENDING", "SHED"), ("TAKEN", "TAKEN"),
     ("TAKEN", "CANCELLED"),  # a caller hung up while a matcher held the call (taskqueue.matching.hangup)
     ("PENDING", "SUCCESS"),  # a call matched: the match transaction takes it straight from waiting (store.matches)
+    # A workflow's task waiting for its dependencies (docs/workflows.md): ready, blocked by a dependency's end, cancelled,
+    # past its workflow's deadline, an on-failure task not needed; and a blocked one waits again when its blocker is
+    # redriven.
+    ("WAITING", "PENDING"), ("WAITING", "FAILURE"), ("WAITING", "CANCELLED"), ("WAITING", "SHED"), ("WAITING", "SUCCESS"),
+    ("FAILURE", "WAITING"), ("CANCELLED", "WAITING"),
 }
 
 

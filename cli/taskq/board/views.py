@@ -14,6 +14,8 @@ from taskqueue.core.states import TaskStatus
 pages = Blueprint("pages", __name__)
 
 PAGE_SIZES = (20, 50, 100)
+# A workflow's page reads this many of its tasks (one BatchGetItem per 100), at most WORKFLOW_TASKS_MAX with ?limit=.
+WORKFLOW_TASKS, WORKFLOW_TASKS_MAX = 300, 2000
 
 
 def task_url(task_id: str, action: str | None = None) -> str:
@@ -157,6 +159,22 @@ def groups() -> ResponseReturnValue:
 @pages.get("/fragments/groups")
 def groups_fragment() -> ResponseReturnValue:
     return render_template("_groups.html", **_groups_context())
+
+
+@pages.get("/workflow")
+def workflow() -> ResponseReturnValue:
+    """A workflow (``?id=``): its state, its tasks as a picture and a table, what each waits for."""
+    from taskq.board.workflow_graph import picture
+    from taskq.workflow_commands import waits_for_text
+    from taskqueue.workflows.views import show
+
+    workflow_id = (request.args.get("id") or "").strip()
+    if not workflow_id:
+        return render_template("workflow.html", view=None, workflow_id="", now_ms=_now_ms())
+    limit = request.args.get("limit", type=int) or WORKFLOW_TASKS
+    view = show(board().store, workflow_id, min(limit, WORKFLOW_TASKS_MAX))
+    return render_template("workflow.html", view=view, workflow_id=workflow_id, picture=picture(view.tasks),
+                           waits_for=waits_for_text, now_ms=_now_ms())
 
 
 @pages.get("/failed-events")

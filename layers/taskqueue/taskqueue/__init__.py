@@ -5,6 +5,7 @@ top to bottom of this list (tests/unit/test_layering.py checks it):
     services    the wiring a handler needs, built once from the environment
     matching/   the matching queue: agent rules and items, pairing, the shared plan, the Matcher's loop, hang-ups
     work/       the work queue's worker: one loop for every start, slots, leases, progress, outcomes, the runner
+    workflows/  tasks that wait for other tasks: creation, what a runner reads of its dependencies, views, the hooks
     wakeups/    the starts a worker's own code makes or needs: SNS wake-ups, the safety net, the delayed head's schedule
     store/      the queue table's one adapter (the only code that sends DynamoDB requests, through store.dynamo)
     core/       pure rules and values: states, keys, the task model, settings, errors, clock, the queue's record

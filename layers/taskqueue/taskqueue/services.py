@@ -51,6 +51,10 @@ class Services:
         """What creation checks beyond the request's own rules: a call's preferences must be able to match an
         agent (``InvalidField`` on ``payload.preferences``), so none waits PENDING for nothing until its TTL."""
         if request.queue == self.call_queue:
+            if request.workflow is not None:
+                raise InvalidField(
+                    f"queue {request.queue!r} is the matching queue: a call waits for an agent, not for other tasks, so "
+                    "it takes no workflow; put workflows on queue 'work' (or another queue of its kind)", "workflow")
             if request.group is not None:
                 raise InvalidField(
                     f"queue {request.queue!r} is the matching queue: each call gets the longest-waiting matching agent, "

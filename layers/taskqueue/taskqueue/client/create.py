@@ -13,6 +13,7 @@ from typing import Any
 
 from taskqueue.core.model import CreateRequest, new_tasks
 from taskqueue.store import TaskStore
+from taskqueue.workflows.create import create_workflow
 
 
 class WakeUp(StrEnum):
@@ -51,7 +52,10 @@ class CreateSummary:
 
 def create_tasks(request: CreateRequest, store: TaskStore, now_ms: int, request_id: str | None = None) -> CreateSummary:
     """Write a request's PENDING tasks. Caller-chosen ids (``taskIds``) are written only if absent; ids derived
-    from ``request_id`` skip those a previous attempt of the same request wrote; random ids are simply written."""
+    from ``request_id`` skip those a previous attempt of the same request wrote; random ids are simply written.
+    A request with a workflow creates it whole (taskqueue.workflows.create)."""
+    if request.workflow is not None:  # tasks that wait for other tasks
+        return create_workflow(request, store, now_ms, request_id)  # type: ignore[return-value]
     tasks = new_tasks(request, now_ms, store.settings, request_id)
     if request.task_ids:
         result = store.put_tasks(tasks, idempotent=True)

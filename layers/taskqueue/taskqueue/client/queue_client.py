@@ -41,6 +41,7 @@ from botocore.config import Config
 from taskqueue.client import discovery
 from taskqueue.client.create import CreateSummary, WakeUp, create_tasks
 from taskqueue.client.groups import GroupControls
+from taskqueue.client.workflows import WorkflowControls
 from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import TaskQueueError, WaitTimedOut
 from taskqueue.core.model import Task, parse_create_request
@@ -83,8 +84,9 @@ class Enqueued(str):
         return f"Enqueued({str(self)!r}, queue={self.queue!r}, created={self.created}, wakeup={self.wakeup!r})"
 
 
-class TaskQueueClient(GroupControls):
-    """A producer's handle on the queues of one stack (a group's limits and pause: ``taskqueue.client.groups``).
+class TaskQueueClient(GroupControls, WorkflowControls):
+    """A producer's handle on the queues of one stack (a group's limits and pause: ``taskqueue.client.groups``;
+    workflows: ``taskqueue.client.workflows``).
     ``services``: the queue table and the clock (tests hand in fakes: a FakeClock makes ``wait`` instant)."""
 
     def __init__(self, services: Services) -> None:
@@ -215,7 +217,8 @@ class TaskQueueClient(GroupControls):
             pause = min(pause * 2, WAIT_POLL_MAX_SECONDS)
 
     def cancel(self, task_id: str) -> Task:
-        """PENDING -> CANCELLED (a running task cannot be cancelled: its runner would not know)."""
+        """PENDING (or WAITING: a workflow's) -> CANCELLED (a running task cannot be cancelled: its runner would not
+        know). What waits for a workflow's task follows its policies (docs/workflows.md)."""
         return self.services.store.cancel(task_id)
 
     # ---- dead letters ----------------------------------------------------------------------------------------

@@ -8,11 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from taskqueue.core import fairness, keys, schema
+from taskqueue.core import fairness, keys, schema, workflow_spec
 from taskqueue.core.errors import InvalidField, InvalidTaskInput, ResultTooLarge
 from taskqueue.core.run_time import LAMBDA_MAX_TIMEOUT_SECONDS, MIN_RUN_SECONDS, too_long_message
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus
+from taskqueue.core.workflow_rules import Dependency
+from taskqueue.core.workflow_spec import WorkflowSpec
 
 MAX_TASKS_PER_REQUEST = 1000
 # DynamoDB refuses an item over 400 KB: a task's payload and its runner's result share that budget.
@@ -64,9 +66,29 @@ class Task:
     progress_updated_ms: int | None = None
     # The task's group for fair share (taskqueue.core.fairness); None: the default group.
     group: str | None = None
+    # A workflow's task (docs/workflows.md): how many tasks wait for it and it waits for, the dependency whose end ended
+    # it unrun, and until when (epoch s) its workflow keeps what its dependents read.
+    workflow_id: str | None = None
+    dependents: int = 0
+    waits_for: int = 0
+    blocked_by: str | None = None
+    workflow_keep_until: int | None = None
+    dependencies: tuple[Dependency, ...] = ()  # what they came to, in its order: for the runner, never stored
 
     def with_changes(self, **changes: Any) -> Task:
         return replace(self, **changes)
+
+    def dependency(self, key: str) -> Dependency:
+        """The dependency with workflow key (or task id) ``key``; KeyError if the task has none such."""
+        found = [d for d in self.dependencies if key in (d.key, d.task_id)]
+        if not found:
+            raise KeyError(f"task {self.task_id!r} has no dependency {key!r}")
+        return found[0]
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """Each dependency's result by its key (None for one that did not succeed, or whose result was left out)."""
+        return {d.key: d.result for d in self.dependencies}
 
 
 def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
@@ -97,6 +119,11 @@ def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
         "progressMessage": ("S", task.progress_message),
         "progressUpdated": ("N", task.progress_updated_ms),
         "taskGroup": ("S", task.group),
+        "workflowId": ("S", task.workflow_id),
+        "wfOut": ("N", task.dependents or None),
+        "wfIn": ("N", task.waits_for or None),
+        "blockedBy": ("S", task.blocked_by),
+        "wfKeepUntil": ("N", task.workflow_keep_until),
     }
     for name, (kind, value) in optional.items():
         if value is not None:
@@ -105,7 +132,7 @@ def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
         item["result"] = {"S": encode_json(task.result)}
     if task.status is TaskStatus.PENDING:
         item |= ready_index_attributes(task, order)
-    elif task.status not in (TaskStatus.SUCCESS, TaskStatus.SHED):
+    elif task.status not in (TaskStatus.SUCCESS, TaskStatus.SHED, TaskStatus.WAITING):  # WAITING: in no index
         item["statusKey"] = {"S": keys.status_key(task.queue, task.status.value, task.shard)}
         sort = task.lease_expires_ms if task.status is TaskStatus.TAKEN else task.updated_ms
         item["statusSort"] = {"N": str(sort)}
@@ -185,6 +212,11 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
             progress_message=s("progressMessage"),
             progress_updated_ms=n("progressUpdated"),
             group=s("taskGroup"),
+            workflow_id=s("workflowId"),
+            dependents=n("wfOut") or 0,
+            waits_for=n("wfIn") or 0,
+            blocked_by=s("blockedBy"),
+            workflow_keep_until=n("wfKeepUntil"),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidTaskInput(f"item is not a task ({type(exc).__name__}: {exc}): {dict(item)!r:.300}") from None
@@ -208,6 +240,7 @@ class CreateRequest:
     task_ids: tuple[str, ...] = ()
     run_seconds: int | None = None  # None: the queue's DEFAULT_RUN_SECONDS when the task is claimed
     group: str | None = None  # fair share's group (taskqueue.core.fairness); None: the default group
+    workflow: WorkflowSpec | None = None  # a workflow of tasks (taskqueue.core.workflow_spec): count is its size
 
 
 def parse_create_event(event: object, settings: Settings) -> CreateRequest:
@@ -230,6 +263,8 @@ def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
     """The rules the schema cannot state (it has checked every field on its own): the queue is configured,
     count equals the number of taskIds, delaySeconds is less than ttlSeconds, the payload's size, printable ids,
     and runSeconds fits in what the worker's Timeout leaves (WORKER_TIMEOUT_SECONDS; taskqueue.core.run_time)."""
+    if workflow_spec.is_workflow_request(body):
+        return _workflow_request(body, settings)
     queue = keys.validate_queue_name(body.get("queue", "work"))
     settings.order_of(queue)
     task_ids = list(body.get("taskIds") or ())
@@ -280,6 +315,24 @@ def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
         run_seconds=run_seconds,
         group=group,
     )
+
+
+def _workflow_request(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
+    """A workflow: the request's fields are its tasks' defaults; each task is checked as a task, then the graph."""
+    # Fields a workflow refuses are left to parse_workflow, which says why.
+    given = {k: v for k, v in body.items() if k != "workflow" and k not in workflow_spec.NOT_WITH_A_WORKFLOW}
+    base = _request_of(given, settings)
+    defaults = {"payload": base.payload, "priority": base.priority, "ttlSeconds": base.ttl_seconds,
+                "maxAttempts": base.max_attempts, "runSeconds": base.run_seconds, "group": base.group}
+    spec = workflow_spec.parse_workflow(body, base.queue, defaults)
+    for task in spec.tasks:
+        where = "workflow.onFailure" if task.on_failure else f"workflow.tasks[{task.key}]"
+        try:
+            _request_of({"queue": base.queue, "payload": task.payload, "runSeconds": task.run_seconds,
+                         "ttlSeconds": task.ttl_seconds}, settings)
+        except InvalidField as exc:
+            raise InvalidField(f"{where}: {exc}", f"{where}.{exc.field}") from None
+    return replace(base, count=len(spec.tasks), workflow=spec)
 
 
 def _run_seconds(body: Mapping[str, Any], settings: Settings) -> int | None:

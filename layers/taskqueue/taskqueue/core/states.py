@@ -10,6 +10,15 @@
     TAKEN --renew--> TAKEN (the lease owner extends its lease: heartbeat)
     PENDING --match--> SUCCESS (a call: the Matcher's match transaction takes it straight from waiting to served,
                                together with its agent, so no matcher ever holds a call; taskqueue.store.matches)
+
+A workflow's task that waits for other tasks (docs/workflows.md) is WAITING: out of every index, so no look, claim,
+peek or lease recovery meets it, until its dependencies end:
+
+    WAITING --ready--> PENDING (its last dependency ended: one conditional write gives it its ReadyIndex entry)
+    WAITING --blocked--> FAILURE / CANCELLED (a dependency failed / was cancelled or shed, and its policy says fail)
+    WAITING --cancel--> CANCELLED;  WAITING --deadline--> SHED (its workflow's deadline passed before it was ready)
+    WAITING --skip--> SUCCESS (a workflow's on-failure task when no task of the workflow failed: nothing to do)
+    FAILURE / CANCELLED --restore--> WAITING (a task blocked by a dependency that an operator redrove waits again)
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ class TaskStatus(StrEnum):
     FAILURE = "FAILURE"
     CANCELLED = "CANCELLED"
     SHED = "SHED"  # passed its ttl unserved (load shedding): final, never claimed
+    WAITING = "WAITING"  # a workflow's task waiting for its dependencies: in no index, never claimed
 
 
 # PENDING -> PENDING is a change that keeps the task waiting (reprioritize, touch); TAKEN -> TAKEN renews a lease.
@@ -37,9 +47,12 @@ ALLOWED_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
         {TaskStatus.SUCCESS, TaskStatus.FAILURE, TaskStatus.PENDING, TaskStatus.TAKEN, TaskStatus.CANCELLED}
     ),
     TaskStatus.SUCCESS: frozenset(),
-    TaskStatus.FAILURE: frozenset({TaskStatus.PENDING}),
-    TaskStatus.CANCELLED: frozenset({TaskStatus.PENDING}),
+    TaskStatus.FAILURE: frozenset({TaskStatus.PENDING, TaskStatus.WAITING}),
+    TaskStatus.CANCELLED: frozenset({TaskStatus.PENDING, TaskStatus.WAITING}),
     TaskStatus.SHED: frozenset(),
+    TaskStatus.WAITING: frozenset(
+        {TaskStatus.PENDING, TaskStatus.FAILURE, TaskStatus.CANCELLED, TaskStatus.SHED, TaskStatus.SUCCESS}
+    ),
 }
 
 FINISHED: frozenset[TaskStatus] = frozenset(

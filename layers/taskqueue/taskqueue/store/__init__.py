@@ -7,7 +7,8 @@ redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COU
 (per-queue pause and the queue-wide running limit), ``matches`` (the Matcher's reads of waiting calls, the
 write that matches one, and the plan it shares with other matchers), ``groups`` (fair share's ring of groups, their settings and limits), ``group_views`` (what an operator sees of
 each group: waiting, running, oldest age, limits), ``record`` (reading the queue's record, the
-same control item) and ``delayed_head`` (the queue's delayed head, on it too); ``dynamo`` sends every request
+same control item), ``delayed_head`` (the queue's delayed head, on it too) and ``workflows`` /
+``workflow_fan_out`` (a workflow's creation, cancel and reads; what a task's end does to the tasks waiting for it); ``dynamo`` sends every request
 (conflict retry, error translation; the agent table's adapter uses it too). ``TaskStore`` joins them; import
 everything from ``taskqueue.store``. May import core only.
 """
@@ -35,6 +36,7 @@ from taskqueue.store.table import (
     candidate_of,
     is_claimable,
 )
+from taskqueue.store.workflows import WorkflowRecord, WorkflowStore, WorkflowTaskView, record_of
 
 __all__ = [
     "LISTABLE_BY_INDEX",
@@ -55,6 +57,9 @@ __all__ = [
     "TaskPage",
     "TaskStore",
     "Token",
+    "WorkflowRecord",
+    "WorkflowTaskView",
+    "record_of",
     "candidate_of",
     "count_all",
     "is_claimable",
@@ -64,6 +69,6 @@ __all__ = [
 
 class TaskStore(
     WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, GroupViews, Counts, Reading, QueueControls, QueueRecords,
-    PlannerLeases, DelayedHeads,
+    PlannerLeases, DelayedHeads, WorkflowStore,
 ):
     """Every operation on the queue table (see the modules of this package for each concern)."""

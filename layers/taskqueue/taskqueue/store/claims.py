@@ -193,7 +193,8 @@ class WorkerTransitions(WorkFinding):
         set_ = self._finished_attributes(now_ms, TaskStatus.SUCCESS)
         if result is not None:
             set_["result"] = {"S": encode_json(result)}
-        return self._owned_transition(task, owner, TaskStatus.SUCCESS, now_ms, set_, LEASED_ENTRY)
+        set_ |= self.workflow_end_attributes(task, TaskStatus.SUCCESS, now_ms)  # type: ignore[attr-defined]  # workflows
+        return self._owned_transition(task, owner, TaskStatus.SUCCESS, now_ms, set_, LEASED_ENTRY) and self._ended(task, now_ms)
 
     def renew_lease(self, task: Task, owner: str, seconds: float | None = None, now_ms: int | None = None) -> int | None:
         """TAKEN -> TAKEN with the lease extended to now + ``seconds`` (default LEASE_SECONDS): a heartbeat,
@@ -227,8 +228,13 @@ class WorkerTransitions(WorkFinding):
             "lastError": {"S": error[:1000]},
             "statusKey": {"S": keys.status_key(task.queue, TaskStatus.FAILURE.value, task.shard)},
             "statusSort": {"N": str(now_ms)},
-        }
-        return self._owned_transition(task, owner, TaskStatus.FAILURE, now_ms, set_, READY_ENTRY)
+        } | self.workflow_end_attributes(task, TaskStatus.FAILURE, now_ms)  # type: ignore[attr-defined]  # workflows
+        return self._owned_transition(task, owner, TaskStatus.FAILURE, now_ms, set_, READY_ENTRY) and self._ended(task, now_ms)
+
+    def _ended(self, task: Task, now_ms: int) -> bool:
+        """After a terminal write: what it does to the tasks that wait for ``task`` (a workflow's; never raises)."""
+        self.workflow_ended(task, now_ms)  # type: ignore[attr-defined]  # store/workflow_fan_out.py, joined in TaskStore
+        return True
 
     def release(
         self,
@@ -321,7 +327,7 @@ class WorkerTransitions(WorkFinding):
                 "lastError": {"S": error},
                 "statusKey": {"S": keys.status_key(task.queue, TaskStatus.FAILURE.value, task.shard)},
                 "statusSort": {"N": str(now_ms)},
-            }
+            } | self.workflow_end_attributes(task, target, now_ms)  # type: ignore[attr-defined]  # workflows
             remove: tuple[str, ...] = ("leaseOwner", "leaseExpires", *READY_ENTRY)
         else:
             target = TaskStatus.PENDING
@@ -332,6 +338,8 @@ class WorkerTransitions(WorkFinding):
         )
         if written is not None and target is TaskStatus.PENDING and retry_at_ms is not None:
             self.note_delayed_tasks([(task.queue, retry_at_ms)], now_ms)
+        if written is not None and target is TaskStatus.FAILURE:
+            self._ended(task, now_ms)
         return target if written is not None else None
 
     def recover_in_look(self, candidate: Candidate, now_ms: int) -> TaskStatus | None:

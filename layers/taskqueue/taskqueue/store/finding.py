@@ -297,11 +297,11 @@ class WorkFinding(GroupRing):
             now_ms=now_ms,
             set_=self._finished_attributes(now_ms, TaskStatus.SHED),
             remove=("readyKey", "readySort", "notBefore"),
-            condition="#ttl <= :nowSeconds",
+            condition="#ttl <= :nowSeconds AND attribute_not_exists(wfOut)",  # tasks wait for it? shed_with_fan_out
             names={"#ttl": "ttl"},
             values={":nowSeconds": {"N": str(now_ms // 1000)}},
         )
-        if written is None:
+        if written is None and not self.shed_with_fan_out(candidate.task_id, now_ms):  # type: ignore[attr-defined]
             return False
         with self._shed_lock:
             self._shed[candidate.queue] += 1

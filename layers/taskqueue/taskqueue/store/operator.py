@@ -63,8 +63,10 @@ class OperatorOperations(QueueTable):
         set_ = self._finished_attributes(now_ms, TaskStatus.CANCELLED) | {
             "statusKey": {"S": keys.status_key(task.queue, TaskStatus.CANCELLED.value, task.shard)},
             "statusSort": {"N": str(now_ms)},
-        }
-        return self._op_write(task, "cancel", TaskStatus.CANCELLED, now_ms, set_, ("readyKey", "readySort", "notBefore"), None)
+        } | self.workflow_end_attributes(task, TaskStatus.CANCELLED, now_ms)  # type: ignore[attr-defined]  # workflows
+        cancelled = self._op_write(task, "cancel", TaskStatus.CANCELLED, now_ms, set_, ("readyKey", "readySort", "notBefore"), None)
+        self.workflow_ended(cancelled, now_ms)  # type: ignore[attr-defined]  # what waits for it follows its policies
+        return cancelled
 
     def hang_up(self, task_id: str, queue: str, now_ms: int | None = None) -> tuple[Task, bool]:
         """A caller hung up: their call, PENDING or TAKEN (a matcher holds it this moment), -> CANCELLED, with
@@ -133,6 +135,9 @@ class OperatorOperations(QueueTable):
         the worker: publish a wake-up (``Notifier.wake``) or let the safety net find it."""
         now_ms = self._clock.now_ms() if now_ms is None else now_ms
         task = self._op_source(task_id, "redrive")
+        if task.workflow_id is not None:  # a workflow's task: the tasks its end blocked wait for it again first
+            self.refuse_blocked_redrive(task)  # type: ignore[attr-defined]  # store/workflows.py, joined in TaskStore
+            self.restore_blocked(task, now_ms)  # type: ignore[attr-defined]
         ttl_seconds = self._settings.default_ttl_seconds if ttl_seconds is None else ttl_seconds
         if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int) or ttl_seconds < 1:
             raise InvalidTaskInput(f"ttl_seconds must be a whole number of seconds >= 1, got {ttl_seconds!r}")
@@ -272,7 +277,7 @@ _HANG_UP_ATTEMPTS = 5
 
 # Which operation may act on which state, and what to say otherwise.
 _OPERATION_SOURCES: dict[str, frozenset[TaskStatus]] = {
-    "cancel": frozenset({TaskStatus.PENDING}),
+    "cancel": frozenset({TaskStatus.PENDING, TaskStatus.WAITING}),
     "reprioritize": frozenset({TaskStatus.PENDING}),
     "touch": frozenset({TaskStatus.PENDING}),
     "redrive": frozenset({TaskStatus.FAILURE, TaskStatus.CANCELLED}),
@@ -286,6 +291,7 @@ _HINTS: dict[TaskStatus, str] = {
     TaskStatus.CANCELLED: "it was cancelled; redrive it first",
     TaskStatus.PENDING: "it is still waiting; redrive is only for FAILURE or CANCELLED tasks",
     TaskStatus.SHED: "it passed its ttl unserved (shed); create a new task to run it again",
+    TaskStatus.WAITING: "it waits for its dependencies (a workflow's task); cancel it, or its workflow",
 }
 
 

@@ -71,6 +71,7 @@ def _check(svc: SafetyNetServices, queue: str, scheduled: DelayedWakeups | None)
     # Workers read the delayed partitions only when the queue's record says an entry may be due: lower the record's
     # head to any entry a writer did not announce (it died in between; taskqueue.core.delayed_head).
     head = svc.store.repair_delayed_head(queue)
+    svc.store.finish_owed_fan_outs(queue)  # workflows: the fan-outs a dead writer left owed (store/workflow_fan_out.py)
     claimable = svc.store.has_claimable(queue)
     for status, count in svc.store.drain_recovered(queue).items():  # dead workers' tasks the look met
         handler_metrics.count(dict(_RECOVERY_METRICS)[status], queue, count)

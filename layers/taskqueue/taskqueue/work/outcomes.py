@@ -21,6 +21,7 @@ from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore, dynamo
 from taskqueue.work.lease import Lease, run_with_lease
 from taskqueue.work.runner import TaskRunner
+from taskqueue.workflows.runtime import with_dependencies
 
 logger = Logger(child=True)
 
@@ -76,7 +77,8 @@ class Outcomes:
         task = lease.task
         try:
             try:
-                result = run_with_lease(lease, lambda: self._runner(task))
+                # A workflow's task is given its dependencies' results and errors (taskqueue.workflows.runtime).
+                result = run_with_lease(lease, lambda: self._runner(with_dependencies(self._store, task)))
             finally:
                 if ran is not None:
                     ran()
