@@ -6,14 +6,15 @@ top to bottom of this list (tests/unit/test_layering.py checks it):
     matching/   the matching queue: agent rules and items, pairing, the shared plan, the Matcher's loop, hang-ups
     work/       the work queue's worker: the claim loop, claim control, slots, leases, progress, outcomes, the runner
     wakeups/    how a queue's worker is woken: SNS, the producers' handshake, a worker's watch, the backstops
+    observe/    what users see while it runs: one trace from producer to runner, the queue metrics
     store/      the queue table's one adapter (the only code that sends DynamoDB requests, through store.dynamo)
     core/       pure rules and values: states, keys, the task model, settings, errors, clock, the handshake's rules
 
 Public module paths (stable; what runners and applications import, as README.md and docs/runner.md show them):
 ``taskqueue.client``, ``taskqueue.errors``, ``taskqueue.model``, ``taskqueue.lease``, ``taskqueue.progress``,
-``taskqueue.runner``. The last five are short names of modules that live in ``core/`` and ``work/``: an import of
-one gives the very module object of its package (one module, not a copy), made on first use. Everything else is
-internal and may move.
+``taskqueue.runner``, ``taskqueue.tracing``. The last six are short names of modules that live in ``core/``, ``work/``
+and ``observe/``: an import of one gives the very module object of its package (one module, not a copy), made on
+first use. Everything else is internal and may move.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ PUBLIC_MODULES = {
     "taskqueue.lease": "taskqueue.work.lease",
     "taskqueue.progress": "taskqueue.work.progress",
     "taskqueue.runner": "taskqueue.work.runner",
+    "taskqueue.tracing": "taskqueue.observe.tracing",
 }
 
 

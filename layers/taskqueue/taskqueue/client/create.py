@@ -7,11 +7,12 @@ handshake (``taskqueue.wakeups.producer``): the queue's worker is woken at once 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from taskqueue.core.correlation import Correlation
 from taskqueue.core.model import CreateRequest, new_tasks
+from taskqueue.observe import tracing
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.producer import STREAM, ProducerHandshake, WakeUp
 
@@ -59,7 +60,10 @@ def create_tasks(
     from ``request_id`` skip those a previous attempt of the same request wrote; random ids are simply written.
     Then, with a ``handshake``, wake the queue's worker unless one watches it (also when nothing new was written: a
     retried request may be retried because its wake-up was lost); not for ready tasks of a stream-started queue, whose
-    stream record is their wake-up (``stream``: taskqueue.work.stream_start)."""
+    stream record is their wake-up (``stream``: taskqueue.work.stream_start). A request without a trace context takes
+    the caller's (``taskqueue.observe.tracing.capture``: an active span or segment, Lambda's trace header)."""
+    if request.trace is None:
+        request = replace(request, trace=tracing.capture())
     tasks = new_tasks(request, now_ms, store.settings, request_id)
     if request.task_ids:
         result = store.put_tasks(tasks, idempotent=True)

@@ -57,6 +57,7 @@ from taskqueue.core.errors import ConfigError, TaskQueueError, WaitTimedOut, Wak
 from taskqueue.core.model import Task, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import FINISHED, TaskStatus
+from taskqueue.core.trace_context import context_of
 from taskqueue.services import Services, calls_of
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.notify import Notifier
@@ -204,15 +205,20 @@ class TaskQueueClient(GroupControls):
         run_seconds: int | None = None,
         group: str | None = None,
         strict: bool | None = None,
+        trace: object = None,
     ) -> Enqueued:
         """One task; its id, as an ``Enqueued`` (a ``str``) whose ``wakeup`` says what the wake-up did. With
         ``task_id`` the enqueue is idempotent: the same id again creates nothing new (a retry after a timeout is
         safe). Unset options take CreateTasks' defaults (DEFAULT_TTL_SECONDS, ...). ``strict`` (default: the
         client's): raise ``WakeUpFailed`` if the wake-up failed (the task is written all the same). ``group``: the
-        task's fair-share group (a tenant, a customer: ``taskqueue.client.groups``); None: the default group."""
+        task's fair-share group (a tenant, a customer: ``taskqueue.client.groups``); None: the default group.
+        ``trace``: the producer's trace context (a ``traceparent`` or X-Ray header, a mapping of headers, a
+        ``taskqueue.tracing.TraceContext``); None: the active OpenTelemetry span or X-Ray segment's, if any
+        (docs/tracing.md: each attempt's span joins that trace)."""
         summary = self.enqueue_many(payload, queue=queue, task_ids=[task_id] if task_id is not None else None,
                                     priority=priority, delay_seconds=delay_seconds, ttl_seconds=ttl_seconds,
-                                    max_attempts=max_attempts, run_seconds=run_seconds, group=group, strict=strict)
+                                    max_attempts=max_attempts, run_seconds=run_seconds, group=group, strict=strict,
+                                    trace=trace)
         return Enqueued(summary.task_ids[0], queue=summary.queue, created=summary.created == 1,
                         wakeup=_as_wakeup(summary.wakeup))
 
@@ -230,13 +236,17 @@ class TaskQueueClient(GroupControls):
         run_seconds: int | None = None,
         group: str | None = None,
         strict: bool | None = None,
+        trace: object = None,
     ) -> CreateSummary:
         """``count`` tasks (or one per id of ``task_ids``, idempotent) with the same payload and options; one wake-up
-        for them all, reported as the summary's ``wakeup`` (``strict`` as for ``enqueue``)."""
+        for them all, reported as the summary's ``wakeup`` (``strict`` and ``trace`` as for ``enqueue``)."""
         fields = {"queue": queue, "payload": dict(payload) if payload is not None else None, "count": count,
                   "taskIds": list(task_ids) if task_ids is not None else None, "priority": priority,
                   "delaySeconds": delay_seconds, "ttlSeconds": ttl_seconds, "maxAttempts": max_attempts,
                   "runSeconds": run_seconds, "group": group}
+        context = context_of(trace)
+        if context is not None:
+            fields |= context.attributes()
         return self.create({name: value for name, value in fields.items() if value is not None}, strict=strict)
 
     def _report(self, wakeup: str, queue: str, task_ids: tuple[str, ...], strict: bool | None) -> None:

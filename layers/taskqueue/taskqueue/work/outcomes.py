@@ -18,6 +18,7 @@ from taskqueue.core.clock import Clock
 from taskqueue.core.errors import PermanentTaskError, ResultTooLarge, TaskQueueError
 from taskqueue.core.model import Task, check_result_size
 from taskqueue.core.states import TaskStatus
+from taskqueue.observe import tracing
 from taskqueue.store import TaskStore, dynamo
 from taskqueue.work.lease import Lease, run_with_lease
 from taskqueue.work.runner import TaskRunner
@@ -76,7 +77,7 @@ class Outcomes:
         task = lease.task
         try:
             try:
-                result = run_with_lease(lease, lambda: self._runner(task))
+                result = run_with_lease(lease, lambda: tracing.run_traced(task, self._runner))  # its span: docs/tracing.md
             finally:
                 if ran is not None:
                     ran()
