@@ -18,11 +18,17 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from taskqueue import tracing
 from taskqueue.client import TaskQueueClient
+from taskqueue.client.create import create_tasks
+from taskqueue.core.model import parse_create_request
 from taskqueue.core.states import TaskStatus
+from taskqueue.matching.agents import AgentStore
+from taskqueue.matching.matcher import Matcher
+from taskqueue.matching.rules import MatchSettings
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.notify import Notifier
 from taskqueue.work.worker import Worker
+from tests.agent_support import AGENT_TABLE, agent_table, profile  # noqa: F401 (fixture)
 from tests.conftest import make_settings
 
 pytestmark = pytest.mark.dynamodb_engines
@@ -116,3 +122,25 @@ def test_one_opentelemetry_trace_from_the_enqueue_to_the_runners_own_span(client
     assert len(trace_ids) == 1
     assert process.parent.span_id == request.context.span_id and call.parent.span_id == process.context.span_id
     assert process.attributes["messaging.message.id"] == task_id
+
+
+def create_calls(store, now_ms, preferences):
+    request = parse_create_request({"queue": "calls", "payload": {"caller": "c", "preferences": preferences}},
+                                   store.settings)
+    return create_tasks(request, store, now_ms).task_ids
+
+
+def test_a_match_is_a_span_of_its_calls_trace_naming_the_agent(store, clock, agent_table, xray):
+    agents = AgentStore(agent_table, MatchSettings(agent_table_name=AGENT_TABLE), store, clock)
+    agents.put_available(profile("ana", ["fr"]))
+    producer = xray_recorder.begin_segment("contact-center")
+    (call,) = create_calls(store, clock.now_ms(), {"language": "fr"})  # CreateTasks' path captures the segment
+    xray_recorder.end_segment()
+    (untraced,) = create_calls(store, clock.now_ms(), {"language": "en"})  # no agent: waits, no span
+    assert Matcher(store, agents, owner="matcher-1", clock=clock).run(5).matched == 1
+    (match,) = [d for d in xray.documents if d["name"] == "process calls"]
+    print(f"\ntrace id {producer.trace_id}: call {call} -> match {match['id']} (agent ana)")
+    assert (match["trace_id"], match["parent_id"]) == (producer.trace_id, producer.id)
+    assert match["annotations"] == {"task_id": call, "queue": "calls", "group": "default", "attempt": 1,
+                                    "agent_id": "ana"}
+    assert store.get(untraced).status is TaskStatus.PENDING

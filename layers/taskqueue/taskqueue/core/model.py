@@ -191,7 +191,7 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
             progress_message=s("progressMessage"),
             progress_updated_ms=n("progressUpdated"),
             group=s("taskGroup"),
-            trace=_stored_trace(s(trace_context.TRACEPARENT), s(trace_context.AWS_TRACE_HEADER)),
+            trace=stored_trace(s(trace_context.TRACEPARENT), s(trace_context.AWS_TRACE_HEADER)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidTaskInput(f"item is not a task ({type(exc).__name__}: {exc}): {dict(item)!r:.300}") from None
@@ -201,7 +201,7 @@ def _delete_at(delete_at: int | None, ttl: int) -> int | None:
     return None if delete_at == ttl else delete_at
 
 
-def _stored_trace(traceparent: str | None, xray: str | None) -> TraceContext | None:
+def stored_trace(traceparent: str | None, xray: str | None) -> TraceContext | None:
     """The stored trace context; one that does not parse (written by hand) is left out: a task is never unreadable
     for its trace."""
     try:

@@ -50,7 +50,7 @@ from taskqueue.core.trace_context import (
     parse_xray_header,
 )
 
-__all__ = ["TraceContext", "attempt_span", "capture", "configure", "current", "headers", "run_traced", "span"]
+__all__ = ["TraceContext", "attempt_span", "capture", "configure", "current", "headers", "recording", "run_traced", "span"]
 
 SYSTEM = "taskqueue"  # messaging.system
 TRACER_NAME = "taskqueue"
@@ -97,6 +97,21 @@ def capture(explicit: object = None) -> TraceContext | None:
     if inside is not None:
         return inside
     return combine(_otel_active(), _xray_active())
+
+
+def recording() -> bool:
+    """Would a span be recorded here: an X-Ray emitter (aws-xray-sdk present and enabled), or an OpenTelemetry tracer
+    provider other than the API's default (which records nothing)?"""
+    if _xray_emitter() is not None:
+        return True
+    provider = _overrides["tracer_provider"]
+    if provider is not _UNSET:
+        return provider is not None
+    if "opentelemetry.trace" not in sys.modules:
+        return False
+    from opentelemetry import trace
+
+    return type(trace.get_tracer_provider()).__name__ not in ("ProxyTracerProvider", "NoOpTracerProvider")
 
 
 def current() -> TraceContext | None:
