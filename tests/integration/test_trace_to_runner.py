@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import boto3
 import pytest
+from aws_xray_sdk import global_sdk_config
 from aws_xray_sdk.core import xray_recorder
 from aws_xray_sdk.core.context import Context
 from opentelemetry.sdk.trace import TracerProvider
@@ -55,11 +56,14 @@ def client(dynamodb, topics, clock, monkeypatch) -> TaskQueueClient:
 def xray() -> Iterator[Emitter]:
     emitter = Emitter()
     previous_context, previous_emitter = xray_recorder.context, xray_recorder.emitter
+    enabled = global_sdk_config.sdk_enabled()
+    global_sdk_config.set_sdk_enabled(True)  # a handler's Powertools Tracer turns it off outside Lambda
     xray_recorder.configure(context=Context(), sampling=False, emitter=emitter)
     previous = tracing.configure(xray_emitter=emitter, tracer_provider=None)
     yield emitter
     tracing.configure(**previous)
     xray_recorder.configure(context=previous_context, emitter=previous_emitter)
+    global_sdk_config.set_sdk_enabled(enabled)
 
 
 def run_worker(client: TaskQueueClient, runner) -> None:

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from aws_xray_sdk import global_sdk_config
 from aws_xray_sdk.core.context import Context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -139,6 +140,8 @@ def test_capture_reads_the_active_xray_segment(monkeypatch):
     from aws_xray_sdk.core import xray_recorder
 
     previous, previous_emitter = xray_recorder.context, xray_recorder.emitter
+    enabled = global_sdk_config.sdk_enabled()
+    global_sdk_config.set_sdk_enabled(True)  # a handler's Powertools Tracer turns it off outside Lambda
     xray_recorder.configure(context=Context(), sampling=False, emitter=Emitter())
     try:
         assert tracing.capture() is None  # no segment open: nothing, and no complaint from the SDK
@@ -150,6 +153,7 @@ def test_capture_reads_the_active_xray_segment(monkeypatch):
         xray_recorder.end_segment()
     finally:
         xray_recorder.configure(context=previous, emitter=previous_emitter)
+        global_sdk_config.set_sdk_enabled(enabled)
 
 
 def test_capture_reads_the_active_opentelemetry_span(monkeypatch):

@@ -16,6 +16,7 @@ from aws_lambda_powertools import Logger
 from taskqueue.core import metrics as handler_metrics
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.settings import Settings
+from taskqueue.observe import queue_metrics
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.backstop import Backstop
 from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
@@ -64,6 +65,7 @@ def run_safety_net(svc: SafetyNetServices, scheduled: DelayedWakeups | None = No
                 wakeups.wake(queue)
             elif scheduled is not None and head is not None:
                 scheduled.ensure(queue, head, None, verify=True)  # never raises: a refusal is logged and counted
+            queue_metrics.publish(svc.store, queue)  # the queue metrics, each run (never raises)
         except TaskQueueError as exc:
             errors.append(f"{queue}: {exc}")
         finally:
