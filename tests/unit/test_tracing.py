@@ -247,3 +247,17 @@ def test_a_match_names_its_agent(spans):
     with tracing.attempt_span("t-6", "calls", None, 0, parse_xray_header(XRAY), extra={"agent_id": "a-1"}):
         pass
     assert emitter.documents[0]["annotations"]["agent_id"] == "a-1"
+
+
+def test_no_segment_is_sent_where_no_daemon_is_known(monkeypatch):
+    previous = tracing.configure(xray_emitter=tracing._UNSET, tracer_provider=None)
+    try:
+        for name in ("AWS_XRAY_DAEMON_ADDRESS", "_X_AMZN_TRACE_ID"):
+            monkeypatch.delenv(name, raising=False)
+        assert tracing._xray_emitter() is None and not tracing.recording()
+        monkeypatch.setenv("AWS_XRAY_DAEMON_ADDRESS", "127.0.0.1:2000")
+        assert tracing._xray_emitter() is not None and tracing.recording()
+        monkeypatch.setenv("AWS_XRAY_SDK_ENABLED", "false")
+        assert tracing._xray_emitter() is None
+    finally:
+        tracing.configure(**previous)

@@ -68,19 +68,22 @@ class _Attempt:
 
 _attempt: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar("taskqueue_attempt", default=None)
 _current: contextvars.ContextVar[TraceContext | None] = contextvars.ContextVar("taskqueue_trace", default=None)
-_UNSET: Any = object()
+_UNSET: Any = object()  # the default: no override
+_KEEP: Any = object()  # configure(): leave this one as it is
 _overrides: dict[str, Any] = {"xray_emitter": _UNSET, "tracer_provider": _UNSET}
 _emitter: Any = None
+_otel_missing = False  # opentelemetry is not importable here (a failed import is not cached by Python: this is)
 
 
-def configure(*, xray_emitter: Any = _UNSET, tracer_provider: Any = _UNSET) -> dict[str, Any]:
-    """Where spans go, instead of the defaults (aws-xray-sdk's UDP emitter to AWS_XRAY_DAEMON_ADDRESS; OpenTelemetry's
-    global tracer provider): ``xray_emitter`` has ``send_entity(segment)`` (None: no X-Ray), ``tracer_provider`` is an
-    OpenTelemetry TracerProvider (None: no OpenTelemetry). Returns the previous settings, for ``configure(**previous)``."""
+def configure(*, xray_emitter: Any = _KEEP, tracer_provider: Any = _KEEP) -> dict[str, Any]:
+    """Where spans go, instead of the defaults (aws-xray-sdk's UDP emitter to the X-Ray daemon; OpenTelemetry's global
+    tracer provider): ``xray_emitter`` has ``send_entity(segment)`` (None: no X-Ray), ``tracer_provider`` is an
+    OpenTelemetry TracerProvider (None: no OpenTelemetry); one not given stays as it is. Returns the previous
+    settings, for ``configure(**previous)``."""
     previous = dict(_overrides)
-    if xray_emitter is not _UNSET:
+    if xray_emitter is not _KEEP:
         _overrides["xray_emitter"] = xray_emitter
-    if tracer_provider is not _UNSET:
+    if tracer_provider is not _KEEP:
         _overrides["tracer_provider"] = tracer_provider
     return previous
 
@@ -100,8 +103,8 @@ def capture(explicit: object = None) -> TraceContext | None:
 
 
 def recording() -> bool:
-    """Would a span be recorded here: an X-Ray emitter (aws-xray-sdk present and enabled), or an OpenTelemetry tracer
-    provider other than the API's default (which records nothing)?"""
+    """Would a span be recorded here: an X-Ray emitter (aws-xray-sdk present and enabled, a daemon known), or an
+    OpenTelemetry tracer provider other than the API's default (which records nothing)?"""
     if _xray_emitter() is not None:
         return True
     provider = _overrides["tracer_provider"]
@@ -253,14 +256,18 @@ def span(name: str, **annotations: str | int | float | bool) -> Iterator[TraceCo
 
 
 def _tracer() -> Any | None:
+    global _otel_missing
     provider = _overrides["tracer_provider"]
     if provider is None:
         return None
     if provider is _UNSET:
+        if _otel_missing:
+            return None
         if "opentelemetry.trace" not in sys.modules:
             try:
                 import opentelemetry.trace  # noqa: F401 - importable: the application may have configured it
             except ImportError:
+                _otel_missing = True
                 return None
         from opentelemetry import trace
 
@@ -301,13 +308,16 @@ def _otel_child(name: str, attributes: Mapping[str, Any]) -> Iterator[Any | None
 
 
 def _xray_emitter() -> Any | None:
-    """Where X-Ray segments go: the configured emitter, else a UDP emitter to AWS_XRAY_DAEMON_ADDRESS (made on first
-    use, so a RunnerEnvironment's address counts); None where aws-xray-sdk is missing or disabled."""
+    """Where X-Ray segments go: the configured emitter, else a UDP emitter to the X-Ray daemon (made on first use),
+    where one is known: AWS_XRAY_DAEMON_ADDRESS, or a Lambda invocation's trace (Lambda sets both where tracing is
+    on). None where aws-xray-sdk is missing or disabled (AWS_XRAY_SDK_ENABLED=false), or no daemon is known."""
     global _emitter
     configured = _overrides["xray_emitter"]
     if configured is not _UNSET:
         return configured
     if os.environ.get("AWS_XRAY_SDK_ENABLED", "true").strip().lower() == "false":
+        return None
+    if not (os.environ.get("AWS_XRAY_DAEMON_ADDRESS") or os.environ.get(LAMBDA_TRACE_VARIABLE)):
         return None
     if _emitter is None:
         try:
