@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.common import percentile
-from taskqueue.core.handshake import poll_seconds
+from taskqueue.core.record import poll_seconds
 from taskqueue.work.worker import LEFTOVER_SECONDS
 
 # A stream start's busy test: at least BUSY_TASKS tasks noted in its arrival history over the last BUSY_SECONDS

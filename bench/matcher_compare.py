@@ -70,7 +70,7 @@ def product_run(server: Emulator, matchers: int, agents: int, calls: int, seed: 
     if True:  # one server for every run of a process; each run has its own tables
         # The template passes the Matcher's reserved concurrency as CLAIM_LANES: here, ``matchers``.
         world = make_world(
-            server, agents=agents, calls=calls, seed=seed, name=f"p{uuid.uuid4().hex[:6]}", claim_lanes=matchers
+            server, agents=agents, calls=calls, seed=seed, name=f"p{uuid.uuid4().hex[:6]}"
         )
         meter = CostMeter(server.client()) if meter_on else None
         if meter is not None:

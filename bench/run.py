@@ -62,7 +62,7 @@ from bench.scale_model import (  # noqa: E402
     max_sustainable_rate,
     workers_needed,
 )
-from taskqueue.core.handshake import READ_REUSE_SECONDS  # noqa: E402
+from taskqueue.core.record import READ_REUSE_SECONDS  # noqa: E402
 
 PY = sys.executable
 # ---- running the parts ----------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def _measure(count: int, client, streams) -> None:
     client.meta.events.register("before-parameter-build.dynamodb.*", count_call)
     # Claim lanes as the template sets them without reserved concurrency (ProcessTasksClaimLanes, 10): a lone
     # watcher claims without the lease mark (store/unmarked_leases.py); with one lane it would mark every claim.
-    settings = Settings(queue_table_name="bench", page_size=10, claim_lanes=10)
+    settings = Settings(queue_table_name="bench", page_size=10)
     store = TaskStore(client, settings)
     tasks = new_tasks(parse_create_request({"count": count}, settings), store._clock.now_ms(), settings)
     store.put_tasks(tasks)

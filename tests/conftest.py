@@ -114,7 +114,6 @@ ENGINE_MODULES = {
     "tests/integration/test_agent_events_handler.py",
     "tests/integration/test_worker_faults.py",
     "tests/integration/test_aws_behaviour.py",
-    "tests/integration/test_wakeup_handshake.py",
     "tests/integration/test_long_tasks.py",
     "tests/integration/test_client.py",
     "tests/integration/test_progress.py",
@@ -143,14 +142,13 @@ SLOW_PATHS = (
     "tests/fuzz/",
     "tests/reliability/",
     "tests/integration/test_matcher_concurrency.py",
-    "tests/integration/test_claim_lanes.py",
     "tests/board/test_browser.py",
     "tests/build/",
 )
 # Tests whose outcome depends on getting the CPU on time (engines on scaled real time, leases and claim windows of
 # a few seconds): they run one at a time, all on one worker (the xdist group "realtime"), while the other workers
 # run the rest. Elsewhere a test says so with @pytest.mark.realtime.
-REALTIME_PATHS = ("tests/e2e/", "tests/integration/test_claim_lanes.py", "tests/reliability/test_sns_failures.py")
+REALTIME_PATHS = ("tests/e2e/", "tests/reliability/test_sns_failures.py")
 # The realtime tests form two chains, each one test at a time on a worker of its own: most end-to-end tests (about half
 # a core each on average: they mostly wait on scaled real time), and the others (the local stack's two modules, SNS
 # failures, claim lanes, the watch's lease). One chain of all took 371 s, longer than the rest of the run; two take
@@ -459,11 +457,10 @@ def _probe_clients() -> tuple[Any, Any]:
 
 
 class Topics:
-    """The two SNS topics, each with an SQS queue subscribed so tests can read what was published."""
+    """The wake-up topic, with an SQS queue subscribed so tests can read what was published."""
 
     def __init__(self) -> None:
         self.sns, self.sqs = _probe_clients()
-        self.trigger_arn, self.trigger_queue = self._topic("trigger-topic")
         self.wake_up_arn, self.wake_up_queue = self._topic("worker-wake-up-topic")
 
     def _topic(self, name: str) -> tuple[str, str]:
@@ -489,7 +486,9 @@ class Topics:
         return [m["MessageAttributes"]["queue"]["Value"] for m in self.messages(self.wake_up_queue)]
 
     def tail_calls(self) -> list[str]:
-        return [m["MessageAttributes"]["queue"]["Value"] for m in self.messages(self.trigger_queue)]
+        """Queues named by the tail calls published (WorkerWakeUpTopic, reason tail-call)."""
+        return [json.loads(m["Message"])["queue"] for m in self.messages(self.wake_up_queue)
+                if json.loads(m["Message"]).get("reason") == "tail-call"]
 
 
 @pytest.fixture
@@ -561,7 +560,6 @@ def clock(dynamodb_engine: str) -> FakeClock:
 def make_settings(topics: Topics | None = None, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "queue_table_name": TABLE,
-        "trigger_topic_arn": topics.trigger_arn if topics else None,
         "worker_wake_up_topic_arn": topics.wake_up_arn if topics else None,
         "retry_base_seconds": 0.0,
     }

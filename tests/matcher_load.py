@@ -58,7 +58,7 @@ def create_queue_table_without_stream(client: Any, name: str) -> None:
 
 
 def make_world(
-    server: Emulator, *, agents: int, calls: int, seed: int, shed: int = 0, name: str | None = None, claim_lanes: int = 1
+    server: Emulator, *, agents: int, calls: int, seed: int, shed: int = 0, name: str | None = None
 ) -> World:
     """Tables named after ``name``; ``agents`` agents with mixed profiles (queued one by one, so their order is
     known), ``calls`` calls with mixed preferences, ``shed`` of them with 1 s of patience (expired on return)."""
@@ -66,7 +66,7 @@ def make_world(
     client = server.client()
     create_queue_table_without_stream(client, f"queue-{name}")
     create_agent_table(client, f"agents-{name}", stream=False)
-    settings = Settings(queue_table_name=f"queue-{name}", page_size=100, retry_base_seconds=0.0, claim_lanes=claim_lanes)
+    settings = Settings(queue_table_name=f"queue-{name}", page_size=100, retry_base_seconds=0.0)
     match_settings = MatchSettings(agent_table_name=f"agents-{name}", retry_base_ms=5)
     world = World(server, settings, match_settings)
     tasks, agent_store = world.stores()

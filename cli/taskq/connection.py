@@ -31,7 +31,6 @@ from taskqueue.core.clock import SystemClock
 from taskqueue.core.settings import Settings
 from taskqueue.services import Services, calls_of
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.notify import Notifier
 
 CONFIG = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=5, read_timeout=30)
 
@@ -106,7 +105,6 @@ def add_options(parser: argparse.ArgumentParser, suppress: bool) -> None:
                        help="CloudFormation stack: every name (tables, topics, queue URL) from its outputs, shards and "
                             "limits from its parameters (env TASKQ_STACK_NAME)")
     group.add_argument("--table-name", default=default(None), help="the queue table, without a stack (env QUEUE_TABLE_NAME)")
-    group.add_argument("--trigger-topic-arn", default=default(None), help="TriggerTopic, for wake-ups after redrive and resume (env TRIGGER_TOPIC_ARN)")
     group.add_argument("--endpoint-url", default=default(None),
                        help="an AWS-compatible endpoint (env AWS_ENDPOINT_URL); not needed for the local stack")
     group.add_argument("--region", default=default(None), help="AWS region (default: your AWS configuration)")
@@ -136,25 +134,17 @@ class Target:
     def client(self, service: str) -> Any:
         return self.connection.client(service)
 
-    def notifier(self) -> Notifier | None:
-        if not self.settings.trigger_topic_arn:
-            return None
-        return Notifier(self.client("sns"), self.settings)
-
     def services(self) -> Services:
         """The queue core's services on this connection (what the producer client, taskqueue.client, holds)."""
-        return Services(self.settings, self.store, Notifier(self.client("sns"), self.settings), self.clock,
-                        *calls_of(self.env))
+        return Services(self.settings, self.store, None, self.clock, *calls_of(self.env))
 
 
 def connect(args: argparse.Namespace) -> Target:
-    """The queue table (and TriggerTopic) of the resolved stack, with --table-name and the flags over it."""
+    """The queue table of the resolved stack, with --table-name and the flags over it."""
     conn = open_connection(args, explicit=bool(os.environ.get("QUEUE_TABLE_NAME", "").strip()))
     env = conn.env
     if args.table_name:
         env["QUEUE_TABLE_NAME"] = args.table_name
-    if args.trigger_topic_arn:
-        env["TRIGGER_TOPIC_ARN"] = args.trigger_topic_arn
     if args.queue_orders:
         env["QUEUE_ORDERS"] = args.queue_orders
     if args.shards is not None:

@@ -10,7 +10,6 @@ from typing import Any
 
 from taskq import output
 from taskq.connection import CliError, Command, Printer, Target, add_options
-from taskq.task_commands import wake
 from taskqueue.client import TaskQueueClient
 from taskqueue.core.fairness import GroupLimits
 from taskqueue.store import GroupsView, GroupView
@@ -140,9 +139,8 @@ def cmd_group_pause(t: Target, args: argparse.Namespace, say: Printer) -> int:
 
 
 def cmd_group_resume(t: Target, args: argparse.Namespace, say: Printer) -> int:
-    t.store.set_group_settings(args.queue, args.group, clear=["pause"])
-    _, note = wake(t, [args.queue], args.no_wake, "resume")
-    return _show(t, args, say, f"resumed group {args.group!r} of queue {args.queue!r}" + (f" ({note})" if note else ""))
+    TaskQueueClient(t.services()).resume_group(args.group, queue=args.queue)  # the worker starts (a resume's mark)
+    return _show(t, args, say, f"resumed group {args.group!r} of queue {args.queue!r}")
 
 
 def add_parsers(command: Command) -> None:
@@ -173,5 +171,4 @@ def add_parsers(command: Command) -> None:
     sp.add_argument("--for", dest="seconds", type=float, help="seconds from now")
     sp.add_argument("--until", help="an ISO 8601 time (UTC unless it says)")
     sp.add_argument("--retry-after", help="an HTTP Retry-After value: seconds, or an HTTP date")
-    sp = action("resume", cmd_group_resume, "End a group's pause now, then wake the queue's workers.")
-    sp.add_argument("--no-wake", action="store_true", help="do not publish a wake-up")
+    sp = action("resume", cmd_group_resume, "End a group's pause now; the queue's worker starts.")

@@ -8,7 +8,6 @@ from collections.abc import Callable
 
 from taskq import output
 from taskq.connection import CliError, Command, Printer, Target
-from taskq.task_commands import wake
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.operator import check_purgeable
 
@@ -30,15 +29,11 @@ def cmd_resume(t: Target, args: argparse.Namespace, say: Printer) -> int:
     queues = list(dict.fromkeys(args.queues))
     for queue in queues:
         t.store.resume(queue)
-    # Tasks that waited while the queue was paused raised their wake-ups then: wake the workers now.
-    woken, note = wake(t, queues, args.no_wake, "resume")
     if args.json:
-        say(output.dumps({"resumed": queues, "woken": woken, "note": note}))
+        say(output.dumps({"resumed": queues}))
         return 0
     for queue in queues:
-        say(f"resumed queue {queue!r}: workers claim from it again")
-    if note:
-        say(note)
+        say(f"resumed queue {queue!r}: its worker starts and claims from it again")
     return 0
 
 
@@ -85,23 +80,18 @@ def cmd_retry_all(t: Target, args: argparse.Namespace, say: Printer) -> int:
     status = TaskStatus(args.state)
     queues = list(dict.fromkeys(args.queue or sorted(t.settings.queue_orders)))
     results = [t.store.redrive_all(queue, status, args.limit, args.ttl_seconds) for queue in queues]
-    woken, note = wake(t, [r.queue for r in results if r.redriven], args.no_wake, "redrive")
     refused = [{"queue": r.queue, "taskId": i, "error": e} for r in results for i, e in r.refused]
     if args.json:
         say(output.dumps({
             "state": status.value,
             "retried": {r.queue: len(r.redriven) for r in results},
             "refused": refused,
-            "woken": woken,
-            "note": note,
         }))
         return 1 if refused else 0
     for result in results:
         say(f"retried {len(result.redriven)} {status} task(s) of queue {result.queue!r}: now PENDING, attempts reset")
     for item in refused:
         say(f"skipped {item['taskId']} ({item['queue']}): {item['error']}")
-    if note:
-        say(note)
     return 1 if refused else 0
 
 
@@ -109,9 +99,8 @@ def add_parsers(command: Command) -> None:
     p = command("pause", cmd_pause, "Pause queues: workers and the Matcher claim nothing from them; their tasks keep their places and TTLs.")
     p.add_argument("queues", metavar="QUEUE", nargs="+")
 
-    p = command("resume", cmd_resume, "Resume paused queues, then wake their workers as a producer does (the wake-up handshake).")
+    p = command("resume", cmd_resume, "Resume paused queues: their workers start and claim again.")
     p.add_argument("queues", metavar="QUEUE", nargs="+")
-    p.add_argument("--no-wake", action="store_true", help="do not publish a wake-up (the safety-net schedule will find the work)")
 
     p = command("purge", cmd_purge, "Delete a queue's tasks in one state, after a confirmation; a task that changes state meanwhile is skipped, never deleted. TAKEN tasks cannot be purged.")
     p.add_argument("queue_name", metavar="QUEUE")
@@ -120,10 +109,9 @@ def add_parsers(command: Command) -> None:
     p.add_argument("--limit", type=output.positive_int, help="delete at most this many (default: every one)")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation (needed without a terminal)")
 
-    p = command("retry-all", cmd_retry_all, "Return every FAILURE (or CANCELLED) task to PENDING, attempts reset, in every queue or --queue; then wake the queues.")
+    p = command("retry-all", cmd_retry_all, "Return every FAILURE (or CANCELLED) task to PENDING, attempts reset, in every queue or --queue; the table's stream starts the workers.")
     p.add_argument("--state", type=str.upper, choices=["FAILURE", "CANCELLED"], default="FAILURE",
                    help="retry FAILURE (default) or CANCELLED tasks")
     p.add_argument("--queue", action="append", help="only this queue (repeatable; default: every configured queue)")
     p.add_argument("--limit", type=output.positive_int, default=1000, help="at most this many per queue (default 1000)")
     p.add_argument("--ttl-seconds", type=output.positive_int, help="new time to live (default DEFAULT_TTL_SECONDS)")
-    p.add_argument("--no-wake", action="store_true", help="do not publish a wake-up on TriggerTopic")

@@ -17,7 +17,6 @@ from taskq.connection import CliError, Command, Printer, Target
 from taskqueue.client import TaskQueueClient
 from taskqueue.core.states import TaskStatus
 from taskqueue.store import LISTABLE_BY_INDEX
-from taskqueue.wakeups.producer import WOKEN
 
 
 def cmd_stats(t: Target, args: argparse.Namespace, say: Printer) -> int:
@@ -157,20 +156,7 @@ def cmd_create(t: Target, args: argparse.Namespace, say: Printer) -> int:
         + (f" ({summary.already_existed} already existed)" if summary.already_existed else ""))
     for task_id in summary.task_ids:
         say(f"  {task_id}")
-    say(f"wake-up: {WAKE_UP_TEXT.get(summary.wakeup, summary.wakeup)}")
     return 0
-
-
-# What the wake-up handshake did after `taskq create`, a redrive or a resume (taskqueue.wakeups.producer), in words.
-WAKE_UP_TEXT = {
-    "woken": "the queue's worker was woken",
-    "stream": "the table's stream hands the new tasks to the queue's worker",
-    "watched": "a worker watches the queue and takes the new tasks",
-    "in-flight": "a wake-up sent a moment ago is on its way",
-    "paused": "the queue is paused: `taskq resume` wakes it",
-    "failed": "could not be sent; the safety net wakes the queue within a minute",
-    "not-asked": "not sent: no topic to publish on (give --stack-name); the safety net wakes the queue within a minute",
-}
 
 
 def _single(operation: Callable[[Target, argparse.Namespace], Any], verb: str) -> Callable[..., int]:
@@ -200,14 +186,8 @@ def cmd_redrive(t: Target, args: argparse.Namespace, say: Printer) -> int:
     else:
         result = t.store.redrive_all(args.queue, TaskStatus(args.from_state), args.limit, args.ttl_seconds)
         redriven, refused = result.redriven, [{"taskId": i, "error": e} for i, e in result.refused]
-    woken, wake_note = wake(t, [x.queue for x in redriven], args.no_wake, "redrive")
     if args.json:
-        say(output.dumps({
-            "redriven": [x.task_id for x in redriven],
-            "refused": refused,
-            "woken": woken,
-            "note": wake_note,
-        }))
+        say(output.dumps({"redriven": [x.task_id for x in redriven], "refused": refused}))
     else:
         if args.all and not redriven and not refused:
             say(f"queue {args.queue!r} has no {args.from_state} tasks")
@@ -215,30 +195,7 @@ def cmd_redrive(t: Target, args: argparse.Namespace, say: Printer) -> int:
             say(f"redriven {task.task_id}: now PENDING, attempts reset, ttl {output.iso(task.ttl * 1000)}")
         for item in refused:
             say(f"skipped {item['taskId']}: {item['error']}")
-        if wake_note:
-            say(wake_note)
     return 1 if refused else 0
-
-
-def wake(t: Target, queues: Sequence[str], disabled: bool, reason: str) -> tuple[list[str], str | None]:
-    """Work made claimable by an UpdateItem (redrive, retry-all, resume) raises no stream INSERT: wake each queue as
-    a producer does (the wake-up handshake: touch the queue's record, so a watching worker looks again at once;
-    publish a wake-up only if none watches and none is in flight). The queues woken, and a note of what happened."""
-    queues = list(dict.fromkeys(queues))
-    if not queues:
-        return [], None
-    if disabled:
-        return [], "not woken (--no-wake): the safety-net schedule will wake the worker"
-    handshake = t.services().handshake
-    woken: list[str] = []
-    notes: list[str] = []
-    for queue in queues:
-        outcome = handshake.after_write(queue, reason=reason)
-        if outcome == WOKEN:
-            woken.append(queue)
-        notes.append(f"{queue}: {WAKE_UP_TEXT.get(str(outcome), str(outcome))}"
-                     + (f" ({outcome.problem})" if getattr(outcome, "problem", None) else ""))
-    return woken, "wake-up: " + "; ".join(notes)
 
 
 def _read_json_arg(text: str, flag: str) -> Any:
@@ -306,4 +263,3 @@ def add_parsers(command: Command) -> None:
                    help="with --all: redrive FAILURE (default) or CANCELLED tasks")
     p.add_argument("--limit", type=output.positive_int, default=1000, help="with --all: at most this many (default 1000)")
     p.add_argument("--ttl-seconds", type=output.positive_int, help="new time to live (default DEFAULT_TTL_SECONDS)")
-    p.add_argument("--no-wake", action="store_true", help="do not publish a wake-up on TriggerTopic")

@@ -12,9 +12,9 @@ Its own function, without reserved concurrency, not the Matcher's: the Matcher h
 (MatcherConcurrency, 1) and a run lasts up to its time budget, and Lambda refuses a synchronous invoke over
 reserved concurrency at once (HTTP 429 TooManyRequestsException), so an agent could not log in or end a call
 while a matching run was in progress. Each event is a few DynamoDB requests on the agent table. An agent who
-queues (logs in, ends a call) is new work for the Matcher when calls wait: AgentEvents wakes it itself, at once,
-unless a Matcher watches queue "calls" already (the wake-up handshake, taskqueue.handshake); the agent table's
-stream remains the backstop. A hang-up writes the call in the queue table (one conditional UpdateItem).
+queues (logs in, ends a call) is new work for the Matcher: the agent table's stream starts it (its AgentStream
+event), as the queue table's stream does for a new call. A hang-up writes the call in the queue table (one
+conditional UpdateItem).
 """
 
 from __future__ import annotations
@@ -30,10 +30,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from taskqueue.core.describe import json_kind, shown
 from taskqueue.core.errors import InvalidAgentInput
 from taskqueue.matching import rules as matching
-from taskqueue.matching.agents import AgentOutcome
 from taskqueue.matching.hangup import HangUpOutcome, hang_up
 from taskqueue.services import MatcherServices
-from taskqueue.wakeups.producer import FAILED, WOKEN
 
 logger = Logger()
 tracer = Tracer()
@@ -50,8 +48,6 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "queueDepth": ("preferences",),
 }
 ACTIONS = tuple(FIELDS)
-# Outcomes that put an agent (back) in its queues: new work for the Matcher if calls wait.
-QUEUES_AGENT = frozenset({AgentOutcome.QUEUED, AgentOutcome.REQUEUED})
 
 
 @functools.cache
@@ -104,16 +100,9 @@ def handle(event: Any, svc: MatcherServices) -> dict[str, Any]:
             )
         key = matching.preferences_key(preferences, svc.match_settings.attributes)
         return {"queueKey": key, "depth": agents.depth(key)}
-    wakeup = None
-    if outcome in QUEUES_AGENT:  # a Matcher may now match a waiting call with this agent: tell it at once
-        wakeup = svc.base.handshake.after_write(svc.match_settings.queue, reason="agent-available", only_if_waiting=True)
     metrics.add_dimension(name="queue", value=svc.match_settings.queue)
     metrics.add_metric(name="AgentEvents", unit=MetricUnit.Count, value=1)
-    if wakeup == WOKEN:
-        metrics.add_metric(name="Wakeups", unit=MetricUnit.Count, value=1)
-    elif wakeup == FAILED:  # logged by the layer; the agent table's stream and the safety net wake the Matcher
-        metrics.add_metric(name="WakeupsFailed", unit=MetricUnit.Count, value=1)
-    logger.info("agent event", extra={"action": action, "agent_id": agent_id, "outcome": outcome.value, "wakeup": wakeup})
+    logger.info("agent event", extra={"action": action, "agent_id": agent_id, "outcome": outcome.value})
     return {"action": action, "agentId": agent_id, "outcome": outcome.value}
 
 

@@ -21,7 +21,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from taskqueue.client.create import create_tasks
 from taskqueue.core.model import parse_create_event
 from taskqueue.services import Services
-from taskqueue.wakeups.producer import FAILED, WOKEN
 
 logger = Logger()
 tracer = Tracer()
@@ -41,17 +40,13 @@ def handle(event: Any, svc: Services, request_id: str | None = None) -> dict[str
     # Event, whose detail is always {}: the default request.
     request = parse_create_event(event, svc.settings)
     svc.check_request(request)  # a call whose preferences can never match is refused now, not shed at its TTL
-    # Then wakes the queue's worker itself unless one watches the queue (the wake-up handshake).
-    summary = create_tasks(request, svc.store, svc.clock.now_ms(), request_id, svc.handshake)
+    # The tasks alone: the table's stream starts the queue's worker for them.
+    summary = create_tasks(request, svc.store, svc.clock.now_ms(), request_id)
     metrics.add_dimension(name="queue", value=request.queue)
     metrics.add_metric(name="TasksCreated", unit=MetricUnit.Count, value=summary.created)
-    metrics.add_metric(name="Wakeups", unit=MetricUnit.Count, value=int(summary.wakeup == WOKEN))
-    # A wake-up not sent is logged by the layer and left to the backstops (the stream, the safety net): counted here.
-    metrics.add_metric(name="WakeupsFailed", unit=MetricUnit.Count, value=int(summary.wakeup == FAILED))
     logger.info(
         "tasks created",
-        extra={"queue": request.queue, "tasks_created": summary.created, "already_existed": summary.already_existed,
-               "wakeup": summary.wakeup},
+        extra={"queue": request.queue, "tasks_created": summary.created, "already_existed": summary.already_existed},
     )
     return summary.as_dict()
 
@@ -60,6 +55,6 @@ def handle(event: Any, svc: Services, request_id: str | None = None) -> dict[str
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    # The request id names the tasks (requestId) and is the correlation id their wake-ups carry.
+    # The request id names the tasks (requestId) and is the correlation id of their logs.
     logger.set_correlation_id(context.aws_request_id)
     return handle(event, services(), context.aws_request_id)

@@ -1,9 +1,11 @@
 """Matcher: the worker of queue "calls" (FIFO with filtering).
 
-Events: an SNS wake-up from WorkerWakeUpTopic (attribute queue=calls) or {"queue": "calls"}: match waiting calls,
-oldest first, each with the longest-waiting matching agent, for up to the time budget; tail-call through
-TriggerTopic if calls that could match remain. A wake-up for a queue outside WORKER_QUEUES (the template sets
-"calls") or an event that is no wake-up is refused with a clear error, before any claim.
+Events: a batch of the queue table's stream (CallStream: a call written PENDING, the queue resumed, calls DynamoDB's
+TTL shed) or of the agent table's stream (AgentStream: an agent who became available), an SNS wake-up from
+WorkerWakeUpTopic (attribute queue=calls: a tail call, the safety net) or {"queue": "calls"}: match waiting calls,
+oldest first, each with the longest-waiting matching agent, for up to the time budget; tail-call (a wake-up) if
+calls that could match remain. A wake-up for a queue outside WORKER_QUEUES (the template sets "calls") or an event
+that is no wake-up is refused with a clear error, before any claim.
 
 Agent events ({"action": "agentAvailable" | "agentOffline" | "callEnded" | "queueDepth", ...}) go to the
 AgentEvents function (functions/agent_events): this function's reserved concurrency would make Lambda refuse
@@ -23,11 +25,11 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from taskqueue.core import metrics as handler_metrics
 from taskqueue.core.correlation import Correlation, log_under, of_event
 from taskqueue.core.describe import shown
-from taskqueue.core.errors import InvalidEvent, InvalidTaskInput
+from taskqueue.core.errors import InvalidEvent, InvalidTaskInput, TaskQueueError
 from taskqueue.matching.matcher import Matcher, MatchReport
 from taskqueue.services import MatcherServices
 from taskqueue.wakeups.notify import queue_of_wakeup
-from taskqueue.work.worker import claim_window_seconds
+from taskqueue.work.stream_batch import is_stream_batch, read_batch
 
 logger = Logger()
 tracer = Tracer()
@@ -48,6 +50,13 @@ def handle(event: Any, remaining_seconds: float, owner: str, svc: MatcherService
             f"{match_queue!r} only, and its reserved concurrency would refuse agent events (HTTP 429) "
             "while a matching run is in progress"
         )
+    if is_stream_batch(event):  # a new call, an agent freed: the batch says only that the queue has work
+        batch = read_batch(event["Records"], svc.base.settings.served_queues)
+        for queue, shed in sorted(batch.shed.items()):
+            handler_metrics.count("TasksShed", queue, shed)
+        if all(isinstance(r, Mapping) and r.get("eventName") == "REMOVE" for r in event["Records"]):  # sheds only
+            return {"stoppedBy": "nothing-to-run"}
+        event = {"queue": match_queue, "reason": "stream"}
     queue = queue_of_wakeup(event)
     svc.base.settings.check_served(queue)
     if queue != match_queue:
@@ -68,11 +77,19 @@ def run_matcher(
 ) -> MatchReport:
     matcher = Matcher(svc.base.store, svc.agents, owner=owner, clock=svc.base.clock)
     report = matcher.run(budget_seconds)
-    if report.work_remains:  # a tail call: unless a producer's wake-up is on its way, or a matcher watches already
-        svc.base.handshake.if_idle(report.queue, "tail-call", correlation)
+    if report.work_remains:  # a tail call: a publish SNS refuses after its retries fails the run (Lambda retries it)
+        if svc.base.notifier is None:
+            raise TaskQueueError("WORKER_WAKE_UP_TOPIC_ARN is not set: the Matcher cannot tail-call for the calls it left")
+        svc.base.notifier.publish_wakeup(report.queue, "tail-call", correlation)
     emit_metrics(report)
     logger.info("matcher finished", extra={k: v for k, v in asdict(report).items() if k != "wait_times_ms"})
     return report
+
+
+def claim_window_seconds(time_budget: float, remaining_seconds: float) -> float:
+    """Match for the time budget, but never past half the invocation's remaining time, so a pass in flight when the
+    window ends can still commit before the Lambda timeout."""
+    return max(0.0, min(time_budget, remaining_seconds / 2))
 
 
 def emit_metrics(report: MatchReport) -> None:

@@ -1,11 +1,12 @@
-"""ProcessTasks: the worker of queue "work". Claims the newest claimable tasks while the runner has a
-free slot, for up to the time budget, then tail-calls through TriggerTopic if claimable work remains.
+"""ProcessTasks: the worker of queue "work". Claims the newest claimable tasks while the runner has a free slot, for up
+to the time budget, then tail-calls (a wake-up on WorkerWakeUpTopic) if claimable work remains.
 
-Events: an SNS wake-up from WorkerWakeUpTopic (attribute queue=work) or {"queue": "work"}; or a batch of the queue
-table's stream (the TaskStream event: new ready tasks of the queues in STREAM_START_QUEUES), a *stream start*
-(taskqueue.work.stream_start): it claims the tasks the batch names unless a watcher has them. It serves only the
-queues in WORKER_QUEUES (the template sets "work"): a wake-up for another queue — "calls" belongs to the Matcher —
-is refused, before any claim, with an error naming the queues it serves; so is an event that is no wake-up.
+Events, one worker loop for all (taskqueue.work.worker): a batch of the queue table's stream (the TaskStream event:
+tasks written PENDING, a queue resumed, tasks DynamoDB's TTL shed), whose ready tasks it claims by key first
+(taskqueue.work.stream_batch); an SNS wake-up from WorkerWakeUpTopic (attribute queue=work: a tail call, the safety
+net, a queue's scheduled wake-up at its delayed head) or {"queue": "work"}. It serves only the queues in WORKER_QUEUES
+(the template sets "work"): a wake-up for another queue — "calls" belongs to the Matcher — is refused, before any
+claim, with an error naming the queues it serves; so is an event that is no wake-up.
 
 The task runner (TASK_RUNNER) is loaded when Lambda starts the function (module import), after RUNNER_ENVIRONMENT is
 put in the environment: a runner that cannot be loaded is logged then, and fails every invocation with a message
@@ -25,12 +26,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from taskqueue.core import metrics as handler_metrics
 from taskqueue.core import run_time
-from taskqueue.core.correlation import log_under, of_event
+from taskqueue.core.correlation import Correlation, log_under, of_event
+from taskqueue.core.errors import TaskQueueError
 from taskqueue.services import Services
+from taskqueue.store import Candidate
 from taskqueue.wakeups.notify import queue_of_wakeup
-from taskqueue.work import stream_start
 from taskqueue.work.runner import TaskRunner, apply_runner_environment, build_runner
-from taskqueue.work.stream_start import StreamStart
+from taskqueue.work.stream_batch import is_stream_batch, read_batch
 from taskqueue.work.worker import Worker, WorkerReport
 
 logger = Logger()
@@ -43,6 +45,9 @@ def services() -> Services:
     return Services.from_env()
 
 
+# A stream batch whose oldest record is older than this (ApproximateCreationDateTime has whole seconds) was retried,
+# replayed or held behind a long run: its named tasks are read before they are claimed.
+OLD_BATCH_SECONDS = 5.0
 # WorkerReport.stopped_by of a run that had no runner to claim for.
 NO_RUNNER = "no-runner"
 
@@ -72,90 +77,83 @@ _load_at_init()
 def handle(
     event: Any, remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner | None
 ) -> WorkerReport:
-    if svc.settings.stream_start_queues and _is_stream_batch(event):
-        reports = handle_stream(event, remaining_seconds, owner, svc, task_runner)
-        return reports[0] if len(reports) == 1 else _batch_report(reports)
+    if is_stream_batch(event):
+        batch = read_batch(event["Records"], svc.settings.served_queues)
+        for reason in batch.malformed:  # never failed: a retry would block the shard for nothing
+            logger.error("stream record skipped: not a task this version can read", extra={"reason": reason})
+            handler_metrics.count("MalformedRecords", "unknown")
+        for queue, shed in sorted(batch.shed.items()):
+            handler_metrics.count("TasksShed", queue, shed)
+        # Each run logs under the creating request of the first task it was handed (taskqueue.core.correlation).
+        # An old batch (a retry, a replay, one held behind a long run) names tasks that may have moved on: they are
+        # read before they are claimed (a read unit each, where a refused claim costs a write).
+        old = batch.oldest_s is not None and svc.clock.now_ms() / 1000 - batch.oldest_s > OLD_BATCH_SECONDS
+        reports = [run_queue(queue, batch.named.get(queue, []), remaining_seconds, owner, svc, task_runner,
+                             _first_task(batch.first.get(queue), owner), read_first=old)
+                   for queue in batch.runs]
+        return _batch_report(reports)
     queue = queue_of_wakeup(event)
     svc.settings.check_served(queue)
     correlation = of_event(event, owner)  # the chain this wake-up belongs to: logged, and passed on by a tail call
+    return run_queue(queue, [], remaining_seconds, owner, svc, task_runner, correlation)
+
+
+def run_queue(
+    queue: str, named: list[Candidate], remaining_seconds: float, owner: str, svc: Services,
+    task_runner: TaskRunner | None, correlation: Correlation | None, *, read_first: bool = False,
+) -> WorkerReport:
+    """One run of the worker loop for ``queue`` (``named``: tasks a stream batch made claimable, claimed first)."""
+    correlation = correlation or Correlation(owner)
     log_under(logger, correlation)
     if task_runner is None:
         return no_runner(queue)
-    def tail_call(q: str) -> None:  # unless a wake-up is on its way, or a worker watches already
-        svc.handshake.if_idle(q, "tail-call", correlation)
-
     worker = Worker(
         svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock,
-        call_for_help=lambda q: svc.notifier.send_wakeup(q, "help", correlation),
         stopped=svc.wakeups.ensure if svc.wakeups is not None else None,  # a wake-up at the delayed head
-        # The tail call as claiming stops, while the run's last tasks end (a hand-over: the next run takes their slots).
-        hand_over=tail_call,
         marks=svc.marks,
     )
     # Claims stop at the time budget, and each claim is of a task that can finish in this invocation (run_time).
     report = worker.run(
         queue, run_time.claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds),
-        hold_seconds=remaining_seconds,
+        hold_seconds=remaining_seconds, named=named, named_read_first=read_first,
     )
-    if report.work_remains and not report.handed_over:
-        tail_call(queue)
+    if report.work_remains:
+        tail_call(queue, svc, correlation)
     emit_metrics(report)
-    logger.info("worker finished", extra={k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
+    logger.info("worker finished", extra={"named": len(named)} | {
+        k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
     return report
 
 
-def _is_stream_batch(event: Any) -> bool:
-    return isinstance(event, dict) and isinstance(event.get("Records"), list) and bool(event["Records"]) and all(
-        isinstance(r, dict) and r.get("eventSource") == "aws:dynamodb" for r in event["Records"])
+def _first_task(first: tuple[str | None, str] | None, owner: str) -> Correlation | None:
+    return None if first is None else Correlation(first[0] or owner, first[1])
 
 
-def handle_stream(
-    event: dict[str, Any], remaining_seconds: float, owner: str, svc: Services, task_runner: TaskRunner | None
-) -> list[WorkerReport]:
-    """A stream start: per queue the batch names tasks of, claim them here unless a watcher has them (or run the
-    regular worker, on a busy queue). A batch that names none (filtered otherwise) ends at once."""
-    reports = []
-    for queue, named in stream_start.named_tasks(event["Records"], svc.settings).items():
-        if queue not in svc.settings.served_queues:
-            continue
-        if task_runner is None:
-            reports.append(no_runner(queue))
-            continue
-
-        def claim_here(record: Any, queue: str = queue, named: list[Any] = named) -> tuple[WorkerReport, bool]:
-            starter = StreamStart(svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner,
-                                  clock=svc.clock, stopped=svc.wakeups.ensure if svc.wakeups is not None else None,
-                                  marks=svc.marks)
-            return starter.run_named(queue, named, record, remaining_seconds)
-
-        report = stream_start.start(
-            queue, named, read_record=svc.store.read_wake_record, history=svc.arrivals, clock=svc.clock,
-            claim_here=claim_here,
-            run_worker=lambda queue=queue: handle({"queue": queue}, remaining_seconds, owner, svc, task_runner),
-        )
-        if report.stopped_by == stream_start.NAMED:
-            emit_metrics(report)
-        logger.info("stream start", extra={"queue": queue, "named": len(named)} | {
-            k: v for k, v in asdict(report).items() if k != "claim_ages_ms"})
-        reports.append(report)
-    return reports or [WorkerReport(queue="", stopped_by="nothing-named")]
+def tail_call(queue: str, svc: Services, correlation: Correlation) -> None:
+    """Claimable work remains at the budget: the next invocation starts for it (a wake-up on WorkerWakeUpTopic). A
+    publish SNS refuses after its retries fails the invocation: Lambda retries it (SNS, the safety net back it up)."""
+    if svc.notifier is None:
+        raise TaskQueueError("WORKER_WAKE_UP_TOPIC_ARN is not set: the worker cannot tail-call for the work it left")
+    svc.notifier.publish_wakeup(queue, "tail-call", correlation)
 
 
 def _batch_report(reports: list[WorkerReport]) -> WorkerReport:
-    """The handler's answer for a batch of several queues: the first, with every queue's claims summed."""
+    """The handler's answer for a batch: one queue's report, or every queue's claims summed into the first."""
+    if not reports:
+        return WorkerReport(queue="", stopped_by="nothing-to-run")
     first = reports[0]
-    first.claimed = sum(r.claimed for r in reports)
-    first.succeeded = sum(r.succeeded for r in reports)
+    for other in reports[1:]:
+        first.claimed += other.claimed
+        first.succeeded += other.succeeded
     return first
 
 
 def no_runner(queue: str) -> WorkerReport:
     """No TaskRunner: claim nothing, and say so at once (a log line, NoTaskRunner for NoTaskRunnerAlarm).
 
-    The run begins no watch, so the queue's record never shows a watcher that is not there: producers keep waking
-    the queue (once the wake-up that brought this run is no longer in flight, WAKE_IN_FLIGHT_SECONDS) and the safety
-    net each minute while tasks wait, each such wake-up costing one short invocation that counts again, which keeps
-    the alarm on while work waits. No lingering and no tail call: nothing here could ever claim."""
+    New tasks start the function again (the table's stream) and the safety net wakes it each minute while tasks
+    wait, each such start costing one short invocation that counts again, which keeps the alarm on while work
+    waits. No tail call: nothing here could ever claim."""
     logger.warning(
         "no task runner is configured (the stack's TaskRunner parameter is empty): claiming nothing; the queue's "
         "tasks stay PENDING until a runner is deployed or their TTL passes",
@@ -179,7 +177,6 @@ def emit_metrics(report: WorkerReport) -> None:
         ("WorkerRetries", report.retried),
         ("TasksTooLongForNow", report.too_long),
         ("TailCalls", int(report.work_remains)),
-        ("HelpersWoken", report.helpers_woken),
     ), "AgeAtClaim", report.claim_ages_ms)
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 from local.reports.callcenter_report import chart, summary_table, write
 from local.reports.run_report import percentile
-from local.scenarios.demo_defaults import CONCURRENCY, RUNNER
+from local.scenarios.demo_defaults import RUNNER
 
 NO_PREFERENCE = (None, "", "*", "any")
 # botocore's standard retry mode: 3 attempts, throttling errors (429 TooManyRequestsException) included, with
@@ -47,15 +47,13 @@ SDK_BACKOFF_BASE_SECONDS = 1.0
 
 
 def scenario_parameters(s: dict[str, Any]) -> dict[str, Any]:
-    """Template parameters of a call-center run: the demo's concurrency and runner (``local.scenarios.demo_defaults``), no scheduled
+    """Template parameters of a call-center run: the demo's runner (``local.scenarios.demo_defaults``), no scheduled
     work tasks (calls come from the driver)."""
     params: dict[str, Any] = {
-        **CONCURRENCY,
         **RUNNER,
         "CreateTasksScheduleState": "DISABLED",
         "SafetyNetScheduleRate": "rate(5 minutes)",
         "TimeBudgetSeconds": 3,
-        "TriggerBatchingWindowSeconds": 1,
     }
     params.update(s.get("parameters", {}))
     return params

@@ -1,7 +1,8 @@
 """What the demo and the local stack turn on themselves. A deploy that sets no parameter is a quiet production
 stack: no scheduled tasks, no reserved concurrency (so it deploys to an account with a small concurrency quota), no
 task runner (ProcessTasks claims nothing until the deployer names one).
-The demo's scenarios and ``make up`` keep the behaviour they were measured with by asking for it here.
+The demo's scenarios and ``make up`` ask for what they need here, and nothing that changes how work starts: they run
+the path a default deploy runs (no reserved concurrency, the tables' streams start the workers).
 
 docs/operations.md ("Demo and local stack versus a production deploy") lists each of these beside its production
 default; tests/unit/test_local_defaults.py checks that the list and this module agree.
@@ -15,13 +16,6 @@ SCHEDULE: dict[str, str] = {
     "CreateTasksScheduleQueue": "work",
     "CreateTasksCount": "15",
 }
-# One worker and one matcher at a time and the producer capped at 10, as the README's demo figures were measured:
-# a single worker claims strictly newest first, and the demo reports the wake-ups its one slot throttled.
-CONCURRENCY: dict[str, str] = {
-    "CreateTasksConcurrency": "10",
-    "ProcessTasksConcurrency": "1",
-    "MatcherConcurrency": "1",
-}
 # Agents made available by hand in a long-running local stack stay available until taken offline, as before
 # agents had to heartbeat: nobody sends heartbeats while poking at it with `make invoke`.
 PRESENCE: dict[str, str] = {"AgentTimeoutSeconds": "0"}
@@ -29,9 +23,9 @@ PRESENCE: dict[str, str] = {"AgentTimeoutSeconds": "0"}
 # the demo, the local stack, the tests and the benchmarks run the fake one they were measured with.
 RUNNER: dict[str, str] = {"TaskRunner": "taskqueue.runner:fake_legacy_system"}
 # `make up` (python -m local up): all of these, under whatever --param-overrides says.
-LOCAL_STACK: dict[str, str] = {**SCHEDULE, **CONCURRENCY, **PRESENCE, **RUNNER}
+LOCAL_STACK: dict[str, str] = {**SCHEDULE, **PRESENCE, **RUNNER}
 # `make demo` scenarios of the work queue: the same but PRESENCE; the call-center scenario turns the schedule off
-# again (its calls come from its driver) and keeps the concurrency and the runner.
-DEMO: dict[str, str] = {**SCHEDULE, **CONCURRENCY, **RUNNER}
+# again (its calls come from its driver) and keeps the runner.
+DEMO: dict[str, str] = {**SCHEDULE, **RUNNER}
 
-__all__ = ["CONCURRENCY", "DEMO", "LOCAL_STACK", "PRESENCE", "RUNNER", "SCHEDULE"]
+__all__ = ["DEMO", "LOCAL_STACK", "PRESENCE", "RUNNER", "SCHEDULE"]

@@ -10,18 +10,15 @@ from typing import Any
 import pytest
 
 from local.engine.engine import REPO, Engine
-from local.scenarios.demo_defaults import CONCURRENCY, RUNNER
+from local.scenarios.demo_defaults import RUNNER
 
-# Fast defaults: short runner, short budgets, a 0.3 s stream batching window, no schedules unless asked; one
-# worker and one matcher at a time, as the demo runs (local/scenarios/demo_defaults.py; the template reserves none); the fake
-# legacy system as the runner (the template names none).
+# Fast defaults: short runner, short budgets, no schedules unless asked; the template's start path (no reserved
+# concurrency, the tables' streams start the workers); the fake legacy system as the runner (the template names none).
 FAST = {
-    **CONCURRENCY,
     **RUNNER,
     "FakeRunnerDurationSeconds": 0.3,
     "RunnerCapacity": 3,
     "TimeBudgetSeconds": 3,
-    "TriggerBatchingWindowSeconds": 1,
 }
 TIME_SCALE = 0.3  # template seconds -> real seconds for schedules, batching windows, async retry delays
 

@@ -66,7 +66,7 @@ class RequestSpy:
         return [name for name in self.calls if name in WRITES]
 
     def task_writes(self) -> list[str]:
-        """Writes other than to a queue's control item (the wake-up handshake's record)."""
+        """Writes other than to a queue's control item (its record)."""
         return [name for name, key in zip(self.calls, self.keys) if name in WRITES and not (key and is_control_id(key))]
 
     def publishes(self) -> list[str]:
@@ -106,12 +106,12 @@ def scan(client: Any, table: str) -> list[dict[str, Any]]:
 
 
 def is_task(item: dict[str, Any]) -> bool:
-    """A task item, not a queue's control item (which holds pause and the wake-up handshake's record)."""
+    """A task item, not a queue's control item (its record: pause, the delayed head)."""
     return not is_control_id(item["taskId"]["S"])
 
 
 def forget_wake_records(client: Any) -> None:
-    """Delete the queues' control items, so the next example starts from an idle queue nobody has woken."""
+    """Delete the queues' control items, so the next example starts from a queue as new."""
     for queue in ("work", "calls"):
         client.delete_item(TableName=TABLE, Key={"taskId": {"S": control_id(queue)}})
 
@@ -162,8 +162,7 @@ def create_tables(client: Any) -> None:
 
 
 # Topic ARNs for the settings: publishing goes to a RecordingSns, never to these.
-TOPICS = {"trigger_topic_arn": "arn:aws:sns:us-east-1:123456789012:trigger-topic",
-          "worker_wake_up_topic_arn": "arn:aws:sns:us-east-1:123456789012:worker-wake-up-topic"}
+TOPICS = {"worker_wake_up_topic_arn": "arn:aws:sns:us-east-1:123456789012:worker-wake-up-topic"}
 
 
 def fuzz_services(client: Any, clock: Any, sns: RecordingSns, **overrides: Any) -> Services:

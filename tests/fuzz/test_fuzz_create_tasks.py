@@ -116,7 +116,7 @@ def test_create_tasks_creates_what_it_is_asked_or_refuses_clearly_and_writes_not
     queue, count = expected_request(event)
     assert (result["queue"], len(result["taskIds"])) == (queue, count)
     assert result["created"] + result["alreadyExisted"] == count
-    assert result["wakeup"] == "woken"  # every example starts from an idle queue nobody has woken
+    assert result["wakeup"] == "stream"  # a producer writes its tasks alone: the table's stream starts the worker
     created = {item["taskId"]["S"]: item for item in after if item not in world and is_task(item)}
     assert set(created) == set(result["taskIds"]) - {"seed-task"}
     assert {(i["queue"]["S"], i["taskStatus"]["S"]) for i in created.values()} <= {(queue, TaskStatus.PENDING.value)}

@@ -50,7 +50,7 @@ def wake_ups(own: str, other: str) -> st.SearchStrategy[tuple[str, Any]]:
             lambda e: ("other", e)),
         st.one_of(
             near("process_tasks-sns-wake.json", "matcher-sns-wake.json", "process_tasks-direct.json",
-                 "agent_events-agent-available.json", "trigger-stream-insert.json"),
+                 "agent_events-agent-available.json", "process_tasks-stream-insert.json"),
             st.builds(sns_wake, json_values),
             st.dictionaries(st.sampled_from(["queue", "reason", "Records", "action"]), json_values, max_size=3),
             garbage_events,

@@ -42,6 +42,14 @@ def run_trigger(event: Any, svc: Services) -> dict[str, Any]:
         trigger.services = original
 
 
+class Recording:
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __call__(self, task: Any) -> None:
+        self.seen.append(task.task_id)
+
+
 class NeverCalled:
     def __init__(self) -> None:
         self.calls = 0
@@ -171,7 +179,7 @@ GARBAGE_WAKE_UPS = [
     ({"Records": [5]}, r"Records\[0\] must be an SNS record"),
     ({"Records": [{}]}, r'Records\[0\] has no "Sns" object'),
     ({"Records": [{"EventSource": "aws:sns", "Sns": "work"}]}, r'Records\[0\] has no "Sns" object'),
-    ({"Records": [{"eventSource": "aws:dynamodb", "dynamodb": {}}]}, r"Records\[0\] is not an SNS record"),
+    ({"Records": [{"eventSource": "aws:sqs", "body": "{}"}]}, r"Records\[0\] is not an SNS record"),
     (sns(MessageAttributes=3), "MessageAttributes must be an object"),
     (sns(MessageAttributes={"queue": "work"}), 'the "queue" message attribute must be'),
     (sns(MessageAttributes={"queue": {"Type": "String", "Value": 5}}), 'the "queue" message attribute must be'),
@@ -265,50 +273,46 @@ def test_agent_events_answer_garbage_with_a_clear_error_and_write_nothing(calls_
 
 
 @pytest.mark.parametrize("event,message", [
-    (42, r"Trigger takes a DynamoDB stream batch, an SNS notification or a scheduled event \(the safety net's, or a "
-         r"queue's delayed-head wake-up\); got a int"),
+    (42, r"Trigger takes a scheduled event \(the safety net's, or a queue's delayed-head wake-up\); got a int"),
     (None, "got a NoneType, not a JSON object"),
     ([], "not a JSON object"),
-    ({"Records": "x"}, "its Records must be a non-empty list"),
-    ({"Records": [5, "x"]}, "got Records from no source"),
-    ({"Records": [{"eventSource": "aws:sqs"}]}, r"got Records from \['aws:sqs'\]"),
+    ({"Records": [{"eventSource": "aws:dynamodb"}]}, r"got an event with keys \['Records'\]"),
+    ({"wakeQueue": "work", "reason": "tail-call"}, "a wake-up with wakeQueue has reason 'delayed-head'"),
     ({"detail-type": "Scheduled Event", "source": "aws.events", "detail": {"queue": "work"}}, "detail must be {}"),
     ({"detail-type": "Scheduled Event", "source": "aws.events"}, r"missing field\(s\) \['detail'\]"),
     ({"detail-type": "Scheduled Event", "detail": {}}, r"got an event with keys \['detail', 'detail-type'\]"),
 ], ids=lambda v: repr(v)[:40])
-def test_trigger_refuses_an_event_that_is_none_of_its_three_sources(services, dynamodb, topics, event, message):
+def test_trigger_refuses_an_event_that_is_none_of_its_two_sources(services, dynamodb, topics, event, message):
     with pytest.raises(InvalidInput, match=message):
         run_trigger(event, services)
     assert table_items(dynamodb) == [] and topics.wakeups() == []
 
 
-def tail_call(queue: Any = "work", **sns_fields: Any) -> dict[str, Any]:
-    record = json.loads(json.dumps(load_event("trigger-sns-tail-call.json")["Records"][0]))
+def sns_wake(queue: Any = "work", **sns_fields: Any) -> dict[str, Any]:
+    record = json.loads(json.dumps(load_event("process_tasks-sns-wake.json")["Records"][0]))
     record["Sns"]["MessageAttributes"]["queue"]["Value"] = queue
     record["Sns"].update(sns_fields)
     return record
 
 
 @pytest.mark.parametrize("bad,message", [
-    (tail_call(MessageAttributes={}, Message="not json"), "SNS wake-up names no queue"),
-    (tail_call(queue=["work"]), 'the "queue" message attribute must be'),
-    (tail_call(queue="nope"), "queue 'nope' is not configured"),
+    (sns_wake(MessageAttributes={}, Message="not json"), "SNS wake-up names no queue"),
+    (sns_wake(queue=["work"]), 'the "queue" message attribute must be'),
+    (sns_wake(queue="nope"), "a worker's wake-up names one queue; this one names 2"),
     ({"EventSource": "aws:sns"}, r'Records\[1\] has no "Sns" object'),
     (7, r"Records\[1\] must be an SNS record"),
 ], ids=lambda v: repr(v)[:40])
-def test_a_tail_call_is_checked_whole_before_any_queue_is_woken(services, topics, bad, message):
-    # The good first record used to wake its queue before the second one blew up with a raw error.
+def test_a_wake_up_is_checked_whole_before_anything_is_claimed(work_worker, dynamodb, clock, bad, message):
+    work_worker.store.put_tasks(new_tasks(parse_create_request({}, work_worker.settings), clock.now_ms(), work_worker.settings))
+    before, runner = table_items(dynamodb), NeverCalled()
     with pytest.raises(InvalidInput, match=message):
-        run_trigger({"Records": [tail_call("calls"), bad]}, services)
-    assert topics.wakeups() == []
+        process_tasks.handle({"Records": [sns_wake("work"), bad]}, 120, "req-1", work_worker, runner)
+    assert runner.calls == 0 and table_items(dynamodb) == before
 
 
-def stream_insert(sequence: str, queue: str = "work") -> dict[str, Any]:
-    record = json.loads(json.dumps(load_event("trigger-stream-insert.json")["Records"][0]))
-    record["dynamodb"]["SequenceNumber"] = sequence
-    record["eventID"] = f"event-{sequence}"
-    record["dynamodb"]["NewImage"]["queue"]["S"] = queue
-    return record
+def stream_insert(item: dict[str, Any], sequence: str) -> dict[str, Any]:
+    return {"eventID": f"event-{sequence}", "eventName": "INSERT", "eventSource": "aws:dynamodb",
+            "dynamodb": {"Keys": {"taskId": item["taskId"]}, "NewImage": item, "SequenceNumber": sequence}}
 
 
 @pytest.mark.parametrize("bad", [
@@ -316,16 +320,21 @@ def stream_insert(sequence: str, queue: str = "work") -> dict[str, Any]:
     None,
     "INSERT",
     {"eventSource": "aws:dynamodb", "eventName": "INSERT"},
-    {**stream_insert("100"), "dynamodb": []},
-    {**stream_insert("100"), "eventSource": "aws:sns"},
-    {**stream_insert("100"), "userIdentity": "dynamodb.amazonaws.com"},
-    {**stream_insert("100"), "eventName": ["INSERT"]},
+    {"eventSource": "aws:dynamodb", "eventName": "INSERT", "dynamodb": []},
+    {"eventSource": "aws:dynamodb", "eventName": "INSERT", "dynamodb": {"Keys": {"taskId": 5}}},
+    {"eventSource": "aws:dynamodb", "eventName": ["INSERT"], "dynamodb": {"NewImage": {"queue": "work"}}},
 ], ids=lambda v: repr(v)[:40])
-def test_a_stream_record_that_is_no_stream_record_is_skipped_and_the_good_ones_processed(services, topics, bad, capsys):
-    result = run_trigger({"Records": [stream_insert("101"), bad, stream_insert("102", "calls")]}, services)
-    assert result == {"batchItemFailures": []}  # nothing in it could pass on a retry
-    assert sorted(topics.wakeups()) == ["calls", "work"]
-    assert metric_totals(capsys.readouterr().out).get("MalformedRecords") == 1
+def test_a_stream_record_that_is_no_stream_record_is_skipped_and_the_good_ones_claimed(work_worker, dynamodb, clock,
+                                                                                      bad, capsys):
+    tasks = new_tasks(parse_create_request({"count": 2}, work_worker.settings), clock.now_ms(), work_worker.settings)
+    work_worker.store.put_tasks(tasks)
+    items = [dynamodb.get_item(TableName=TABLE, Key={"taskId": {"S": t.task_id}})["Item"] for t in tasks]
+    runner = Recording()
+    report = process_tasks.handle({"Records": [stream_insert(items[0], "101"), bad, stream_insert(items[1], "102")]},
+                                  120, "req-1", work_worker, runner)
+    assert report.succeeded == 2 and sorted(runner.seen) == sorted(t.task_id for t in tasks)
+    process_tasks.metrics.flush_metrics()
+    assert metric_totals(capsys.readouterr().out).get("MalformedRecords", 0) >= 1
 
 
 def test_handler_errors_are_task_queue_errors():

@@ -26,9 +26,8 @@ def no_local_stack(tmp_path, monkeypatch):
 def cli(dynamodb, topics, capsys):
     """Run the CLI; returns (exit status, stdout, stderr)."""
 
-    def run(*argv: str, topic: bool = False) -> tuple[int, str, str]:
-        extra = ["--trigger-topic-arn", topics.trigger_arn] if topic else []
-        status = main([*BASE, *extra, *argv])
+    def run(*argv: str) -> tuple[int, str, str]:
+        status = main([*BASE, *argv])
         out, err = capsys.readouterr()
         return status, out, err
 
@@ -162,14 +161,14 @@ def test_stats_table_and_json(cli, dynamodb):
     assert any(line.startswith("work ") and " 3 " in line for line in lines)
 
 
-def test_redrive_one_wakes_the_queue_through_the_trigger_topic(cli, dynamodb, topics):
+def test_redrive_one_puts_the_task_back_and_publishes_nothing(cli, dynamodb, topics):
     store = real_store(dynamodb)
     task_id = as_json(cli, "create", "--max-attempts", "1")["taskIds"][0]
     task = store.claim(store.candidates("work", 1)[0], "w")
     store.fail(task, "w", "legacy said no")
-    result = as_json(cli, "redrive", task_id, topic=True)
-    assert result["redriven"] == [task_id] and result["woken"] == ["work"]
-    assert topics.tail_calls() == ["work"]
+    result = as_json(cli, "redrive", task_id)
+    assert result == {"redriven": [task_id], "refused": []}
+    assert topics.wakeups() == []  # its write into PENDING reaches the table's stream, which starts the worker
     again = store.get(task_id)
     assert again.status is TaskStatus.PENDING and again.attempts == 0 and again.last_error == "legacy said no"
     status, _, err = cli("redrive", task_id)
@@ -191,12 +190,12 @@ def test_redrive_all_dead_letters_of_a_queue(cli, dynamodb, topics):
     task = store.get(dead[0])
     assert task.delete_at - task.updated_ms // 1000 == 14 * 86400
     assert as_json(cli, "show", dead[0])["keptUntil"] is not None
-    status, out, _ = cli("redrive", "--all", "--queue", "work")  # no topic known: says so, still redrives
-    assert status == 0 and out.count("redriven ") == 3 and "the safety net wakes the queue within a minute" in out
+    status, out, _ = cli("redrive", "--all", "--queue", "work")
+    assert status == 0 and out.count("redriven ") == 3
     assert sorted(c.task_id for c in store.candidates("work", 10)) == sorted(dead)
     assert store.dead_letters("calls") != []
-    status, out, _ = cli("redrive", "--all", "--queue", "work", topic=True)
-    assert status == 0 and "has no FAILURE tasks" in out and topics.tail_calls() == []
+    status, out, _ = cli("redrive", "--all", "--queue", "work")
+    assert status == 0 and "has no FAILURE tasks" in out and topics.wakeups() == []
 
 
 def test_stack_name_resolves_outputs_and_parameters(aws, dynamodb, topics, capsys):
@@ -206,7 +205,6 @@ def test_stack_name_resolves_outputs_and_parameters(aws, dynamodb, topics, capsy
         "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
         "Outputs": {
             "QueueTableName": {"Value": TABLE},
-            "TriggerTopicArn": {"Value": topics.trigger_arn},
         },
     }
     cfn.create_stack(StackName="taskqueue", TemplateBody=json.dumps(template))
@@ -223,26 +221,8 @@ def test_agents_without_an_agent_table_says_what_to_pass(cli):
     assert status == 1 and "no agent table" in err
 
 
-def test_create_wakes_the_queue_as_createtasks_does_and_says_so(cli, topics):
-    status, out, _ = cli("create", topic=True)
-    assert status == 0 and out.splitlines()[-1] == "wake-up: the queue's worker was woken"
-    status, out, _ = cli("create", topic=True)
-    assert status == 0 and out.splitlines()[-1] == "wake-up: a wake-up sent a moment ago is on its way"
-    assert topics.tail_calls() == ["work"]  # one wake-up, through the topic this CLI knows (Trigger relays it)
-    assert as_json(cli, "create", "--queue", "calls")["wakeup"] == "failed"  # no topic known: left to the safety net
-
-
-def test_a_redrive_wakes_like_a_producer_a_watching_worker_sees_it_and_nothing_is_published(cli, dynamodb, topics):
-    """The operator's redrive touches the queue's record (the handshake): a worker that watches the queue sees seq move
-    and looks again at once; no wake-up is published behind its back (issue 28)."""
-    store = real_store(dynamodb)
-    task_id = as_json(cli, "create", "--max-attempts", "1")["taskIds"][0]
-    task = store.claim(store.candidates("work", 1)[0], "w")
-    store.fail(task, "w", "legacy said no")
-    now = int(time.time() * 1000)  # the CLI runs on the system clock
-    before = store.watch("work", "worker-1", now + 30_000, now)
-    assert before is not None
-    result = as_json(cli, "redrive", task_id, topic=True)
-    assert result["redriven"] == [task_id] and result["woken"] == []
-    assert store.read_wake_record("work").seq == before.seq + 1  # the watcher sees the write
-    assert topics.tail_calls() == [] and topics.wakeups() == []
+def test_create_writes_the_tasks_alone(cli, topics):
+    status, out, _ = cli("create", "--count", "2")
+    assert status == 0 and out.startswith("created 2 task(s) in queue 'work'") and len(out.splitlines()) == 3
+    assert as_json(cli, "create", "--queue", "calls")["wakeup"] == "stream"
+    assert topics.wakeups() == []  # the table's stream starts the workers

@@ -116,27 +116,18 @@ def test_outputs_and_parameters_become_the_settings_variables():
     stack = StackInfo(
         name="s",
         outputs={
-            "QueueTableName": "qt", "AgentTableName": "at", "TriggerTopicArn": "arn:t",
+            "QueueTableName": "qt", "AgentTableName": "at",
             "ProcessTasksTopicArn": "arn:w", "FailedEventsQueueUrl": "http://q", "DashboardName": "ignored",
         },
         parameters={"QueueShards": "4", "MaxAttempts": "5", "AgentOrder": "LIFO", "LogLevel": "DEBUG"},
     )
     assert stack.env() == {
-        "QUEUE_TABLE_NAME": "qt", "AGENT_TABLE_NAME": "at", "TRIGGER_TOPIC_ARN": "arn:t",
+        "QUEUE_TABLE_NAME": "qt", "AGENT_TABLE_NAME": "at",
         "WORKER_WAKE_UP_TOPIC_ARN": "arn:w", "PROCESS_TASKS_TOPIC_ARN": "arn:w", "FAILED_EVENTS_QUEUE_URL": "http://q",
         "QUEUE_SHARDS": "4", "MAX_ATTEMPTS": "5", "AGENT_ORDER": "LIFO",
     }
     renamed = StackInfo(name="s", outputs={"QueueTableName": "qt", "WorkerWakeUpTopicArn": "arn:new"})
     assert renamed.env()["WORKER_WAKE_UP_TOPIC_ARN"] == "arn:new"
-
-
-def test_a_stack_with_stream_starts_tells_the_client_its_producers_need_no_handshake():
-    from taskqueue.core.settings import Settings
-
-    stack = StackInfo(name="s", outputs={"QueueTableName": "qt", "StreamStartQueues": "work"})
-    assert Settings.from_env(stack.env()).stream_started("work")
-    # A stack that reserves ProcessTasks' concurrency (or predates stream starts) has no such output: the handshake.
-    assert not Settings.from_env(StackInfo(name="s", outputs={"QueueTableName": "qt"}).env()).stream_started("work")
 
 
 # ---- the commands --------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ def no_local_stack(tmp_path, monkeypatch):
 @pytest.fixture
 def cli(dynamodb, topics, capsys):
     def run(*argv: str) -> tuple[int, str, str]:
-        status = main([*BASE, "--trigger-topic-arn", topics.trigger_arn, *argv])
+        status = main([*BASE, *argv])
         out, err = capsys.readouterr()
         return status, out, err
 

@@ -28,10 +28,10 @@ def no_local_stack(tmp_path, monkeypatch):
 
 @pytest.fixture
 def cli(dynamodb, topics, capsys):
-    """Run the CLI against the moto table (and TriggerTopic); returns (exit status, stdout, stderr)."""
+    """Run the CLI against the moto table; returns (exit status, stdout, stderr)."""
 
     def run(*argv: str) -> tuple[int, str, str]:
-        status = main(["--table-name", TABLE, "--trigger-topic-arn", topics.trigger_arn, *argv])
+        status = main(["--table-name", TABLE, *argv])
         out, err = capsys.readouterr()
         return status, out, err
 
@@ -97,8 +97,9 @@ def test_a_paused_queue_keeps_its_tasks_and_no_worker_claims_them(cli, dynamodb,
     assert [line.split()[-1] for line in lines[1:3]] == ["no", "yes"]  # calls, work
 
     resumed = as_json(cli, "resume", "work")
-    assert resumed["resumed"] == ["work"] and resumed["woken"] == ["work"]
-    assert topics.tail_calls() == ["work"]  # the wake-up that makes the waiting tasks run now
+    assert resumed == {"resumed": ["work"]} and topics.wakeups() == []
+    # The resume's mark: its INSERT reaches the table's stream, which starts the worker for the waiting tasks.
+    assert [i for i in dynamodb.scan(TableName=TABLE)["Items"] if i["taskId"]["S"].startswith("queue#work#resume#")]
     assert Worker(store, lambda task: None, capacity=1, owner="w1", clock=clock).run("work", 5).succeeded == 2
 
 
@@ -207,12 +208,12 @@ def test_a_task_claimed_while_purging_is_skipped_not_deleted(dynamodb):
 
 # ---- retry-all -------------------------------------------------------------------------------------------------
 
-def test_retry_all_returns_every_queues_dead_letters_and_wakes_them(cli, dynamodb, topics):
+def test_retry_all_returns_every_queues_dead_letters_to_pending(cli, dynamodb, topics):
     store = store_of(dynamodb)
     work, calls = dead_letter(store, "work", 2), dead_letter(store, "calls", 1)
     result = as_json(cli, "retry-all")
-    assert result["retried"] == {"calls": 1, "work": 2} and result["refused"] == []
-    assert sorted(result["woken"]) == ["calls", "work"] and sorted(topics.tail_calls()) == ["calls", "work"]
+    assert result == {"state": "FAILURE", "retried": {"calls": 1, "work": 2}, "refused": []}
+    assert topics.wakeups() == []  # each write into PENDING reaches the table's stream, which starts the workers
     again = store._get_many(work + calls)
     assert {(t.status, t.attempts) for t in again} == {(TaskStatus.PENDING, 0)}
     status, out, _ = cli("retry-all", "--queue", "work")
@@ -223,8 +224,8 @@ def test_retry_all_cancelled(cli, dynamodb):
     store = store_of(dynamodb)
     (task_id,) = create(store, store._clock.now_ms())
     store.cancel(task_id)
-    status, out, _ = cli("retry-all", "--state", "cancelled", "--queue", "work", "--no-wake")
-    assert status == 0 and "retried 1 CANCELLED task(s) of queue 'work'" in out and "not woken (--no-wake)" in out
+    status, out, _ = cli("retry-all", "--state", "cancelled", "--queue", "work")
+    assert status == 0 and "retried 1 CANCELLED task(s) of queue 'work'" in out
     assert states(store, [task_id]) == ["PENDING"]
 
 

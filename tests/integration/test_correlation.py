@@ -1,5 +1,6 @@
-"""One task followed across functions: its id and its creating request's id ride on every SNS hop (message
-attributes) and appear in the JSON log lines of each function that handles it (docs/operations.md)."""
+"""One task followed across functions: its creating request's id names the stream start's log lines, rides on every
+tail call (message attributes) and appears in the JSON log lines of each function that handles it
+(docs/operations.md)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def as_lambda_event(message: dict[str, Any]) -> dict[str, Any]:
 def stream_insert(task_id: str) -> dict[str, Any]:
     """The queue table's stream record of the task's creation (its NewImage read from the table)."""
     item = boto3.client("dynamodb").get_item(TableName=TABLE, Key={"taskId": {"S": task_id}})["Item"]
-    record = json.loads(json.dumps(load_event("trigger-stream-insert.json")["Records"][0]))
+    record = json.loads(json.dumps(load_event("process_tasks-stream-insert.json")["Records"][0]))
     record["dynamodb"]["NewImage"] = item
     record["dynamodb"]["Keys"] = {"taskId": item["taskId"]}
     return {"Records": [record]}
@@ -93,21 +94,14 @@ def test_a_tasks_ids_travel_from_creation_through_every_wake_up_and_onto_its_log
     (created_line,) = [line for line in lines if line["message"] == "tasks created"]
     assert created_line["correlation_id"] == CREATE_REQUEST
 
-    # CreateTasks wakes the idle queue itself: the wake-up names the task and its creating request.
-    (wake_up,) = topics.messages(topics.wake_up_queue)
-    assert attributes(wake_up) == {"queue": "work", "correlation_id": CREATE_REQUEST, "task_id": first}
-    woken = [line for line in lines if line["message"] == "worker woken"]
-    assert [(line["correlation_id"], line["task_id"]) for line in woken] == [(CREATE_REQUEST, first)]
-    # Trigger sees the creation on the stream: a backstop, it leaves the wake-up in flight alone.
-    assert invoke(trigger, stream_insert(first), monkeypatch, services, "trigger-req-1") == {"batchItemFailures": []}
-    assert topics.messages(topics.wake_up_queue) == []
+    assert topics.messages(topics.wake_up_queue) == []  # a producer publishes nothing: the stream starts the worker
 
     # The worker logs its whole invocation under the creating request, and its tail call carries both ids on.
     def runner(task: Any) -> dict[str, Any]:
         clock.advance(1)  # past the budget: work remains, so the worker tail-calls
         return {}
 
-    report = invoke(process_tasks, as_lambda_event(wake_up), monkeypatch, slow, "worker-req-1", runner=lambda: runner)
+    report = invoke(process_tasks, stream_insert(first), monkeypatch, slow, "worker-req-1", runner=lambda: runner)
     assert report["work_remains"] is True
     lines = log_lines(logs)
     assert lines and all(line["correlation_id"] == CREATE_REQUEST for line in lines)
@@ -117,11 +111,8 @@ def test_a_tasks_ids_travel_from_creation_through_every_wake_up_and_onto_its_log
     (tail_call,) = topics.messages(topics.wake_up_queue)  # straight to the next worker
     assert attributes(tail_call) == {"queue": "work", "correlation_id": CREATE_REQUEST, "task_id": first}
 
-    # A wake-up relayed by Trigger (sent through TriggerTopic, as the CLI does) keeps the same ids, and Trigger
-    # logs under them.
-    assert invoke(trigger, as_lambda_event(tail_call), monkeypatch, services, "trigger-req-2") == {"woken": ["work"]}
-    (relayed,) = topics.messages(topics.wake_up_queue)
-    assert attributes(relayed) == {"queue": "work", "correlation_id": CREATE_REQUEST, "task_id": first}
+    # The next worker, started by the tail call, logs under the same ids.
+    invoke(process_tasks, as_lambda_event(tail_call), monkeypatch, slow, "worker-req-2", runner=lambda: runner)
     lines = log_lines(logs)
     assert lines and all(line["correlation_id"] == CREATE_REQUEST for line in lines)
 
@@ -143,7 +134,7 @@ def test_a_wake_up_without_ids_starts_a_chain_of_its_own_request(services, slow,
 
 @pytest.mark.parametrize("module,event", [
     (create_tasks, {"queue": "work", "count": 1}),
-    (trigger, load_event("trigger-sns-tail-call.json")),
+    (trigger, load_event("trigger-safety-net.json")),
 ])
 def test_the_first_invocation_of_an_execution_environment_counts_a_cold_start(services, capsys, monkeypatch, module, event):
     capsys.readouterr()

@@ -1,9 +1,8 @@
-"""Issue 21: what a lone worker of queue "work" reads and writes per task, on both DynamoDB engines.
+"""What a worker of queue "work" reads and writes per task, on both DynamoDB engines.
 
 - The delayed partitions are read only when the queue's record says an entry may be due (``taskqueue.core.delayed_head``):
   a raise of the head never hides an entry a writer announced (the index's lag, a writer in between), and an entry
   whose writer died before announcing it is found by the safety net.
-- A lone watcher pays nothing for claim lanes, and joins them at its first lost claim.
 - Running-limit slots are held across a run's claims: not one take and one free per task.
 """
 
@@ -19,7 +18,6 @@ from taskqueue.core.model import new_tasks, parse_create_request
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.safety_net import run_safety_net
-from taskqueue.work import worker as worker_module
 from taskqueue.work.worker import Worker
 from tests.faults import FaultyClient
 
@@ -50,15 +48,13 @@ def item_writes(client: FaultyClient, id_part: str) -> list[str]:
     return [kw["UpdateExpression"] for op, kw in client.requests if op == "update_item" and id_part in kw["Key"]["taskId"]["S"]]
 
 
-def test_a_lone_worker_reads_no_delayed_partition_and_no_lanes_and_takes_each_slot_once(store, clock):
-    # Before issue 21: a delayed query on every look (and two at the end), a lanes item taken, read every 0.5 s
-    # and freed, and one slot take and one free per task.
-    worker_store, client = recorded(store, claim_lanes=10, running_limit=3)
+def test_a_worker_reads_no_delayed_partition_and_takes_each_slot_once(store, clock):
+    # Before: a delayed query on every look (and two at the end), and one slot take and one free per task.
+    worker_store, client = recorded(store, running_limit=3)
     create(worker_store, clock, 9)
     report = Worker(worker_store, lambda task: None, capacity=3, owner="w", clock=clock).run("work", 30)
     assert report.succeeded == 9 and report.lost == 0
     assert queries_of(client, "#delayed") == 0
-    assert not any(kw["Key"]["taskId"]["S"].endswith("#lanes") for op, kw in client.requests if "Key" in kw)
     slot_writes = item_writes(client, "#slot#")
     takes = [w for w in slot_writes if w.startswith("SET")]
     frees = [w for w in slot_writes if w.startswith("REMOVE")]
@@ -88,12 +84,11 @@ def test_a_retry_is_announced_and_claimed_when_due_and_the_head_is_raised_after(
     release = next(i for i, (op, kw) in enumerate(client.requests)
                    if op == "update_item" and "notBefore" in kw.get("ExpressionAttributeNames", {}).values())
     assert first_delayed > release  # nothing read the delayed partition before a delayed entry existed
-    record = worker_store.read_wake_record("work")
+    record = worker_store.read_record("work")
     assert record.delayed_seq == 1 and record.delayed_head_ms is None  # announced, then raised once it was done
 
 
-def test_a_due_entry_the_looks_pass_over_is_searched_for_again_only_every_few_seconds(store, clock, monkeypatch):
-    monkeypatch.setattr(worker_module, "LEFTOVER_SECONDS", 0.0)  # a look for every claim: this test counts looks
+def test_a_due_entry_the_looks_pass_over_is_searched_for_again_only_every_few_seconds(store, clock):
     # LIFO: an old delayed task, due, waits behind newer work. Every look reads the delayed partition (the entry may
     # be claimable now), but the search for the next head (every delayed partition of the queue, a page each) found
     # the same due entry each time: it is made again only after DUE_REFRESH_SECONDS (before: after every look).
@@ -114,12 +109,12 @@ def test_a_due_entry_the_looks_pass_over_is_searched_for_again_only_every_few_se
 
 def test_a_raise_waits_for_the_index_and_loses_to_a_writer_in_between(store, clock):
     (task_id,) = create(store, clock, delaySeconds=60)
-    seen = store.read_wake_record("work")
+    seen = store.read_record("work")
     not_before = store.get(task_id).not_before_ms
     assert seen.delayed_head_ms == not_before and seen.delayed_seq == 1
     # A look right after the announcement may not see the entry yet (GSI lag): it may not raise the head past it.
     assert store.raise_delayed_head("work", seen, None, clock.now_ms()) is None
-    assert store.read_wake_record("work").delayed_head_ms == not_before
+    assert store.read_record("work").delayed_head_ms == not_before
     clock.advance(1.0)
     # Another delayed entry announced after the reader read the record: its raise is refused.
     store.note_delayed("work", not_before + 5_000)
@@ -142,28 +137,8 @@ def test_an_entry_whose_writer_died_before_announcing_it_is_found_by_the_safety_
     clock.advance(3)
     assert Worker(store, lambda task: None, capacity=1, owner="w1", clock=clock).run("work", 5).claimed == 0
     run_safety_net(services)
-    assert store.read_wake_record("work").delayed_head_ms is not None
+    assert store.read_record("work").delayed_head_ms is not None
     assert Worker(store, lambda task: None, capacity=1, owner="w2", clock=clock).run("work", 5).succeeded == 1
-
-
-def test_a_lone_watcher_joins_the_claim_lanes_at_its_first_lost_claim(store, clock):
-    worker_store, client = recorded(store, claim_lanes=4)
-    create(worker_store, clock, 3)
-
-    class LosesOnce(TaskStore):
-        lost = False
-
-        def claim(self, candidate, owner, now_ms=None, **bounds):
-            if not LosesOnce.lost:
-                LosesOnce.lost = True
-                return None  # another worker claimed it first
-            return super().claim(candidate, owner, now_ms, **bounds)
-
-    losing = LosesOnce(client, worker_store.settings, clock)
-    report = Worker(losing, lambda task: None, capacity=3, owner="w", clock=clock).run("work", 30)
-    assert report.lost == 1 and report.succeeded == 3
-    lanes = item_writes(client, "#lanes")
-    assert lanes and lanes[0].startswith("SET"), lanes  # taken once it met another claimer, given back at the end
 
 
 def delayed_looks(client: FaultyClient, group: str) -> int:
@@ -193,16 +168,16 @@ def test_while_a_due_entry_waits_behind_newer_work_the_looks_read_only_its_group
 
 
 def test_an_entry_announced_by_another_writer_makes_the_looks_read_every_delayed_partition_again(store, clock):
-    from taskqueue.work.claim_control import ClaimControl
     from taskqueue.work.delayed_view import DelayedView
+    from taskqueue.work.record_view import RecordView
 
     worker_store, client = recorded(store)
     create(worker_store, clock, delaySeconds=1, group="b")
     for group in ("a", "b", "c"):
         create(worker_store, clock, 2, group=group)
     clock.advance(5.0)
-    control = ClaimControl(worker_store, "work", "w", clock, random.Random(1), lambda *_: False)
-    control.see_record(worker_store.read_wake_record("work"))
+    control = RecordView(worker_store, "work", clock, lambda *_: False)
+    control.see_record(worker_store.read_record("work"))
     view = DelayedView(worker_store, control, clock)
     view.refresh()
     assert view.parts() == frozenset({(0, "b")})
@@ -212,7 +187,7 @@ def test_an_entry_announced_by_another_writer_makes_the_looks_read_every_delayed
     # Another worker releases a retry of group c: its announcement moves delayedSeq on; once this run reads the record,
     # its looks read every delayed partition again, and find c's entry when it falls due.
     (late,) = create(store, clock, delaySeconds=2, group="c")
-    control.see_record(worker_store.read_wake_record("work"))
+    control.see_record(worker_store.read_record("work"))
     assert view.parts() is None
     clock.advance(3.0)
     client.requests.clear()

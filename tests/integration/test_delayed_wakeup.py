@@ -1,8 +1,7 @@
 """A scheduled wake-up at the queue's delayed head (taskqueue.wakeups.delayed_wakeup), on both DynamoDB engines and
 moto's EventBridge Scheduler: a worker stopping with a future head sets the queue's one schedule at it (moved earlier
 by an earlier head, no request when the head is covered, a refusal never failing the run) and does not stay awake
-for it; the schedule's input makes Trigger wake an idle queue (not a watched one); the safety net sets a lost one
-again."""
+for it; the schedule's input makes Trigger wake the queue; the safety net sets a lost one again."""
 
 from __future__ import annotations
 
@@ -31,17 +30,20 @@ pytestmark = [
 
 TARGET = "arn:aws:lambda:us-east-1:123456789012:function:stack-Trigger"
 ROLE = "arn:aws:iam::123456789012:role/stack-WakeScheduleRole"
-NAME = "stack-wake-work"
+GROUP = "stack-WakeScheduleGroup-1A2B3C"
+NAME = "wake-work"
 
 
 @pytest.fixture
 def scheduler(aws: None) -> FaultyClient:
-    return FaultyClient(boto3.client("scheduler"))
+    client = boto3.client("scheduler")
+    client.create_schedule_group(Name=GROUP)
+    return FaultyClient(client)
 
 
 @pytest.fixture
 def wakeups(store: TaskStore, scheduler: FaultyClient, clock) -> DelayedWakeups:
-    return DelayedWakeups(store, scheduler, ScheduleConfig("stack-wake", ROLE, TARGET), clock)
+    return DelayedWakeups(store, scheduler, ScheduleConfig(GROUP, ROLE, TARGET), clock)
 
 
 def create(store: TaskStore, clock, delay: float | None = None, count: int = 1) -> list[str]:
@@ -63,7 +65,7 @@ def scheduler_requests(client: FaultyClient) -> list[str]:
 
 def scheduled_at(client: FaultyClient) -> int | None:
     try:
-        schedule = client.get_schedule(Name=NAME)
+        schedule = client.get_schedule(Name=NAME, GroupName=GROUP)
     except client.exceptions.ResourceNotFoundException:
         return None
     finally:
@@ -79,14 +81,14 @@ def test_a_worker_that_stops_with_a_future_head_sets_the_schedule_at_it_and_does
     # Before: the worker waited its whole budget (tail-calling for the rest) or the task waited for the safety net.
     assert report.claimed == 0 and report.stopped_by == "empty" and not report.work_remains
     assert clock.now_ms() - started < wake_schedule.WAIT_HORIZON_SECONDS * 1000  # stopped at once, no waiting
-    schedule = scheduler.get_schedule(Name=NAME)
+    schedule = scheduler.get_schedule(Name=NAME, GroupName=GROUP)
     assert wake_schedule.at_of(schedule["ScheduleExpression"]) == wake_schedule.wake_time_ms(head)
     assert schedule["ScheduleExpressionTimezone"] == "UTC"
     assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
     assert schedule["ActionAfterCompletion"] == "DELETE"
     assert schedule["Target"]["Arn"] == TARGET and schedule["Target"]["RoleArn"] == ROLE
     assert json.loads(schedule["Target"]["Input"]) == {"wakeQueue": "work", "reason": "delayed-head"}
-    assert store.read_wake_record("work").wake_at_ms == wake_schedule.wake_time_ms(head)
+    assert store.read_record("work").wake_at_ms == wake_schedule.wake_time_ms(head)
     assert scheduler_requests(scheduler)[:1] == ["create_schedule"]
 
 
@@ -111,9 +113,9 @@ def test_a_refused_scheduler_call_does_not_fail_the_run_and_the_next_stop_tries_
     report = run_worker(store, wakeups, clock)
     assert report.stopped_by == "empty" and report.errors == 0
     assert scheduled_at(scheduler) is None
-    assert store.read_wake_record("work").wake_at_ms is None  # given back: the next stop does not take it as covered
+    assert store.read_record("work").wake_at_ms is None  # given back: the next stop does not take it as covered
     run_worker(store, wakeups, clock)
-    at = store.read_wake_record("work").wake_at_ms
+    at = store.read_record("work").wake_at_ms
     assert at is not None and scheduled_at(scheduler) == at
 
 
@@ -135,7 +137,7 @@ class Ceiling(random.Random):
 
 def test_a_retry_backing_off_past_the_horizon_is_scheduled_not_waited_for(store, wakeups, scheduler, clock):
     backing_off = TaskStore(store._db, dataclasses.replace(store.settings, retry_base_seconds=40, retry_max_seconds=40), clock)
-    wakeups = DelayedWakeups(backing_off, scheduler, ScheduleConfig("stack-wake", ROLE, TARGET), clock)
+    wakeups = DelayedWakeups(backing_off, scheduler, ScheduleConfig(GROUP, ROLE, TARGET), clock)
     attempts: list[int] = []
 
     def flaky(task) -> None:
@@ -166,8 +168,8 @@ def test_the_safety_net_sets_a_lost_schedule_again(services: Services, store, wa
     create(store, clock, delay=300)
     run_worker(store, wakeups, clock)
     at = scheduled_at(scheduler)
-    scheduler.delete_schedule(Name=NAME)  # lost (deleted by hand, or never set)
-    assert store.read_wake_record("work").wake_at_ms == at  # the record still says covered: no stop would see it
+    scheduler.delete_schedule(Name=NAME, GroupName=GROUP)  # lost (deleted by hand, or never set)
+    assert store.read_record("work").wake_at_ms == at  # the record still says covered: no stop would see it
     assert run_safety_net(services, wakeups) == []
     assert scheduled_at(scheduler) == at
     scheduler.calls.clear()
@@ -187,14 +189,10 @@ def run_trigger(event: dict[str, Any], svc: Services) -> dict[str, Any]:
         trigger.services = original
 
 
-def test_the_schedules_input_makes_trigger_wake_an_idle_queue_and_not_a_watched_one(services, topics, store, clock):
+def test_the_schedules_input_makes_trigger_wake_the_queue(services, topics, store, clock):
     event = {"wakeQueue": "work", "reason": "delayed-head"}
     assert run_trigger(event, services) == {"woken": ["work"]}
     assert topics.wakeups() == ["work"]
-    clock.advance(30)
-    assert store.watch("work", "a-worker", clock.now_ms() + 30_000) is not None  # a worker watches: it sees the head
-    assert run_trigger(event, services) == {"woken": []}
-    assert topics.wakeups() == []
     with pytest.raises(Exception, match="not configured"):
         run_trigger({"wakeQueue": "nope", "reason": "delayed-head"}, services)
 
@@ -206,8 +204,8 @@ def test_stores_on_both_engines_keep_only_the_earlier_wake_at(store, clock):
     assert store.set_wake_at("work", now + 20_000, now)  # earlier: moves
     assert store.set_wake_at("work", now + 90_000, now + 30_000)  # the recorded one has fired
     store.clear_wake_at("work", now + 1)  # not ours: kept
-    assert store.read_wake_record("work").wake_at_ms == now + 90_000
+    assert store.read_record("work").wake_at_ms == now + 90_000
     store.clear_wake_at("work", now + 90_000)
-    assert store.read_wake_record("work").wake_at_ms is None
+    assert store.read_record("work").wake_at_ms is None
 
 

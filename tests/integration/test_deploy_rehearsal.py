@@ -3,9 +3,9 @@ created as a stack in moto's CloudFormation, with the production defaults and wi
 
 What it shows: the stack creates; no function reserves concurrency unless asked, so an account whose quota is 10
 concurrent executions (a new account) can create it, while the reservations the seed's defaults made are refused
-there with Lambda's own message; the schedule is off; the tables are protected and outlive the stack; the stream
-mappings start at TRIM_HORIZON; the workers' environment still gives claim lanes and the running limit; no task
-runner is set, so ProcessTasks, run with the deployed environment, claims nothing and says so.
+there with Lambda's own message; the schedule is off; the tables are protected and outlive the stack; the workers'
+stream mappings start at the stream's end (LATEST: what was written before they exist is the safety net's) and never
+drop a record for its age; the workers' environment still gives the running limit; no task runner is set, so ProcessTasks, run with the deployed environment, claims nothing and says so.
 
 moto's CloudFormation has no AWS::CloudWatch::Alarm: the alarms are left out of the rehearsal (a reference to one
 becomes a placeholder string); cfn-lint, `sam validate --lint` and tests/unit/test_observability_template.py check
@@ -142,13 +142,10 @@ def test_the_defaults_create_a_stack_that_a_new_account_can_hold(rehearse, monke
     assert stack.reserved() == {}
     apply_reservations_under_quota(stack, monkeypatch)  # nothing to reserve: nothing refused
 
-    # The workers still spread their claims and hold the legacy system's limit without a reservation (the
-    # matchers share one plan instead: no lanes).
-    assert "CLAIM_LANES" not in stack.environment("MatcherFunction")
+    # The workers hold the legacy system's limit without a reservation.
     env = stack.environment("ProcessTasksFunction")
-    assert env["CLAIM_LANES"] == "10"
     settings = Settings.from_env(env)
-    assert settings.claim_lanes == 10 and settings.running_limit_of("work") == settings.runner_capacity == 3
+    assert settings.running_limit_of("work") == settings.runner_capacity == 3
     assert env["DEAD_LETTER_RETENTION_SECONDS"] == str(14 * 86400) and env["RETENTION_SECONDS"] == "86400"
 
 
@@ -156,7 +153,7 @@ def test_the_seeds_reservations_cannot_be_created_in_a_new_account(rehearse, mon
     stack = rehearse(SEED_RESERVATIONS)
     assert stack.reserved() == {"ProcessTasksFunction": 1, "MatcherFunction": 1, "CreateTasksFunction": 10}
     env = stack.environment("ProcessTasksFunction")
-    assert env["CLAIM_LANES"] == "1" and Settings.from_env(env).running_limit_of("work") is None
+    assert Settings.from_env(env).running_limit_of("work") == 3  # one design: the running limit holds either way
     with pytest.raises(ClientError, match=r"UnreservedConcurrentExecution below its minimum value of \[100\]"):
         apply_reservations_under_quota(stack, monkeypatch)
 
@@ -168,9 +165,11 @@ def test_the_schedule_is_off_and_the_stream_mappings_skip_no_record(rehearse):
     assert rule["State"] == "DISABLED"
     (target,) = events.list_targets_by_rule(Rule=rule["Name"])["Targets"]
     assert json.loads(target["Input"]) == {"queue": "work", "count": 1, "priority": 0, "ttlSeconds": 3600, "payload": {}}
-    mappings = boto3.client("lambda").list_event_source_mappings(FunctionName=stack.physical["TriggerFunction"])
-    positions = {m["EventSourceArn"].split("/")[1]: m.get("StartingPosition") for m in mappings["EventSourceMappings"]}
-    assert sorted(positions.values()) == ["TRIM_HORIZON", "TRIM_HORIZON"]
+    mappings = [m for function in ("ProcessTasksFunction", "MatcherFunction") for m in boto3.client(
+        "lambda").list_event_source_mappings(FunctionName=stack.physical[function])["EventSourceMappings"]]
+    assert len(mappings) == 3 and {m.get("StartingPosition") for m in mappings} == {"LATEST"}
+    assert not boto3.client("lambda").list_event_source_mappings(
+        FunctionName=stack.physical["TriggerFunction"])["EventSourceMappings"]
 
     asked = rehearse({"CreateTasksScheduleState": "ENABLED", "CreateTasksScheduleQueue": "calls", "CreateTasksCount": "2",
                       "CreateTasksSchedulePayload": '{"caller": "nightly", "preferences": {}}',
@@ -188,9 +187,10 @@ def test_the_tables_and_their_items_outlive_the_stack_until_removed_as_the_readm
     tables = {logical: stack.physical[logical] for logical in ("QueueTable", "AgentTable")}
     for name in tables.values():
         assert ddb.describe_table(TableName=name)["Table"]["DeletionProtectionEnabled"] is True
-    lam = boto3.client("lambda")  # no Lambda runs here: moto would try to invoke Trigger for the stream record
-    for mapping in lam.list_event_source_mappings(FunctionName=stack.physical["TriggerFunction"])["EventSourceMappings"]:
-        lam.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+    lam = boto3.client("lambda")  # no Lambda runs here: moto would try to invoke the workers for the stream record
+    for function in ("ProcessTasksFunction", "MatcherFunction"):
+        for mapping in lam.list_event_source_mappings(FunctionName=stack.physical[function])["EventSourceMappings"]:
+            lam.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
     ddb.put_item(TableName=tables["QueueTable"], Item={"taskId": {"S": "kept"}})
 
     stack.cloudformation.delete_stack(StackName=stack.name)
@@ -223,9 +223,8 @@ def test_with_no_parameters_process_tasks_claims_nothing_and_reports_it(rehearse
     capsys.readouterr()
     result = process_tasks.lambda_handler(load_event("process_tasks-direct.json"), LambdaContextStub())
 
-    assert (result["claimed"], result["succeeded"], result["stopped_by"], result["watched"]) == (0, 0, "no-runner", False)
+    assert (result["claimed"], result["succeeded"], result["stopped_by"]) == (0, 0, "no-runner")
     assert [svc.store.get(t.task_id).status for t in tasks] == [TaskStatus.PENDING] * 3
-    assert not svc.store.read_wake_record("work").watched(svc.clock.now_ms())
     counted = [(m.name, m.value, m.dims.get("queue")) for m in emitted(capsys.readouterr().out) if m.name == "NoTaskRunner"]
     assert counted == [("NoTaskRunner", 1, "work")]
     assert any("no task runner is configured" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")

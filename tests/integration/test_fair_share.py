@@ -66,7 +66,7 @@ def test_a_grouped_task_waits_in_its_groups_partition_and_puts_the_group_on_the_
     assert (candidate.task_id, candidate.group) == (task_id, "acme")
     (entry,) = store.whole_ring("work", 0)
     assert (entry.group, entry.shard, entry.sort) == ("acme", 0, fairness.ring_sort("acme"))
-    assert store.read_wake_record("work").has_groups
+    assert store.read_record("work").has_groups
 
 
 def test_claims_go_round_robin_across_groups_and_keep_each_groups_order(store, clock):
@@ -198,7 +198,7 @@ def test_slots_that_free_together_do_not_all_go_to_the_group_that_had_least(stor
 
 def test_without_groups_the_queue_is_served_as_before_and_reads_no_ring(store, clock):
     ids = create(store, clock.now_ms(), 3)
-    assert not store.read_wake_record("work").has_groups
+    assert not store.read_record("work").has_groups
     reads = Counter()
     original = store._call
 
@@ -311,12 +311,12 @@ def test_a_paused_groups_due_retry_does_not_keep_a_worker_looking_and_a_resume_b
     report = Worker(worker_store, lambda task: None, capacity=1, owner="w", clock=clock).run("work", 10)
     assert report.claimed == 0 and report.stopped_by == "empty"
     assert sum(1 for op, _ in client.requests[start:] if op == "query") < 30
-    assert worker_store.read_wake_record("work").delayed_head_ms == pause_end  # a scheduled wake-up goes there
+    assert worker_store.read_record("work").delayed_head_ms == pause_end  # a scheduled wake-up goes there
     shorter_end = clock.now_ms() + 5_000
     worker_store.set_group_settings("work", "limited-api", paused_until_ms=shorter_end)
-    assert worker_store.read_wake_record("work").delayed_head_ms == shorter_end  # a shortened pause: the wake-up moves
+    assert worker_store.read_record("work").delayed_head_ms == shorter_end  # a shortened pause: the wake-up moves
     worker_store.set_group_settings("work", "limited-api", clear=["pause"])
-    assert worker_store.read_wake_record("work").delayed_head_ms <= clock.now_ms()  # resumed: looked for again
+    assert worker_store.read_record("work").delayed_head_ms <= clock.now_ms()  # resumed: looked for again
     claimed = []
     Worker(worker_store, lambda task: claimed.append(task.task_id), capacity=1, owner="w2", clock=clock).run("work", 10)
     assert claimed == [task_id]

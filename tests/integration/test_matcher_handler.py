@@ -17,7 +17,6 @@ from tests.support import LambdaContextStub, load_event, load_function, metric_t
 
 app = load_function("matcher")
 agent_events = load_function("agent_events")
-trigger = load_function("trigger")
 
 
 @pytest.fixture
@@ -141,28 +140,30 @@ def test_agent_events_sent_to_the_matcher_are_refused_naming_the_agent_events_fu
     assert all_items(agent_table) == []  # refused before anything was written
 
 
-def test_trigger_wakes_calls_when_an_agent_entry_is_inserted(services, topics):
-    result = invoke(trigger, load_event("trigger-stream-agent-entry.json"), services)
-    assert result == {"batchItemFailures": []}
-    assert topics.wakeups() == ["calls"]
+def test_an_agent_entry_on_the_agent_tables_stream_starts_the_matcher_which_matches(msvc, store, clock, capsys):
+    (call_id,) = create_calls(store, clock.now_ms(), {"language": "en"})
+    available(msvc, "ana")
+    result = invoke(app, load_event("matcher-stream-agent-entry.json"), msvc)
+    assert result["matched"] == 1 and result["planned"] is True
+    assert store.get(call_id).status is TaskStatus.SUCCESS
 
 
-def test_trigger_counts_an_agent_entry_without_its_queue_as_malformed_not_a_failure(services, topics, capsys):
-    event = load_event("trigger-stream-agent-entry.json")
-    del event["Records"][0]["dynamodb"]["NewImage"]["queue"]
-    result = invoke(trigger, event, services)
-    # It can never succeed: logged and counted, not failed (a failure would block the shard through retries).
-    assert result == {"batchItemFailures": []}
-    assert metric_totals(capsys.readouterr().out).get("MalformedRecords") == 1
-    assert topics.wakeups() == []
+def test_a_call_on_the_queue_tables_stream_starts_the_matcher_and_a_shed_only_batch_does_not(msvc, store, clock, capsys):
+    (call_id,) = create_calls(store, clock.now_ms(), {"language": "en"})
+    available(msvc, "ana")
+    assert invoke(app, load_event("matcher-stream-call.json"), msvc)["matched"] == 1
+    shed = json.loads(json.dumps(load_event("process_tasks-stream-ttl-remove.json")))
+    shed["Records"][0]["dynamodb"]["OldImage"]["queue"]["S"] = "calls"
+    capsys.readouterr()
+    assert invoke(app, shed, msvc) == {"stoppedBy": "nothing-to-run"}
+    assert metric_totals(capsys.readouterr().out).get("TasksShed") == 1
 
 
 def test_template_filter_passes_only_agent_entry_inserts():
     from tests.support import template
 
-    events = template()["Resources"]["TriggerFunction"]["Properties"]["Events"]
+    events = template()["Resources"]["MatcherFunction"]["Properties"]["Events"]
     stream = events["AgentStream"]["Properties"]
-    assert stream["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     patterns = [json.loads(f["Pattern"]) for f in stream["FilterCriteria"]["Filters"]]
     assert patterns == [{"eventName": ["INSERT"], "dynamodb": {"NewImage": {"entity": {"S": ["entry"]}}}}]
-    assert stream["BatchSize"] == events["QueueStream"]["Properties"]["BatchSize"]
+    assert stream["BatchSize"] == events["CallStream"]["Properties"]["BatchSize"]

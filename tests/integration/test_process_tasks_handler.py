@@ -96,62 +96,22 @@ def test_tail_calls_when_claimable_work_remains_at_the_budget(services, clock, t
     assert topics.wakeups() == ["work"]  # a tail call goes straight to WorkerWakeUpTopic
 
 
-def test_hands_over_as_claiming_stops_before_its_last_task_ends(services, clock, topics):
-    """With claimable work left at the budget, the tail call goes out as claiming stops, while the run's last task
-    still runs (the next invocation takes its slot as it frees), and only once."""
+def test_tail_calls_once_after_its_last_task_ends(services, clock, topics):
+    """One tail call per run, at its end: the successor finds the run's slots free (they go back as the run ends)."""
     seed(services, clock, 5)
     svc = Services(make_settings(topics, runner_capacity=1, time_budget_seconds=0.01), services.store, services.notifier, clock)
-    seen_while_running: list[list[str]] = []
+    seen_while_running: list[str] = []
 
-    class WaitsForTheHandOver(RecordingRunner):
+    class LooksForTheTailCall(RecordingRunner):
         def __call__(self, task):
             result = super().__call__(task)
             clock.advance(1)  # past the budget: claiming stops while this task runs
-            pause = threading.Event()
-            seen: list[str] = []
-            for _ in range(40):  # the run's loop sees the budget pass within its poll; a run without hand-over never
-                seen += topics.wakeups()  # (reading drains the probe queue)
-                if seen:
-                    break
-                pause.wait(0.05)
-            seen_while_running.append(seen)
+            seen_while_running.extend(topics.wakeups())  # (reading drains the probe queue)
             return result
 
-    report = app.handle({"queue": "work"}, 120, "req-1", svc, WaitsForTheHandOver())
-    assert (report.stopped_by, report.claimed, report.work_remains, report.handed_over) == ("budget", 1, True, True)
-    assert seen_while_running == [["work"]]  # published before the task ended
-    assert topics.wakeups() == []  # and not again at the end of the run
-
-
-@pytest.mark.parametrize("lanes", [2, 1])
-def test_hands_over_a_start_before_the_budget_and_claims_on_until_it(services, clock, topics, dynamodb, lanes):
-    """With claimable work seen, the tail call goes out HAND_OVER_LEAD_SECONDS before the budget ends (its watch ended
-    first, so the tail call is sent), and the run claims on into its free slot until the budget: the next invocation
-    starts as claiming stops. Once only. With one claim lane (reserved concurrency 1: Lambda would throttle a second
-    run) it goes out at the budget."""
-    from taskqueue.work.worker import HAND_OVER_LEAD_SECONDS
-
-    seed(services, clock, 8)
-    budget = 2 * HAND_OVER_LEAD_SECONDS
-    settings = make_settings(topics, runner_capacity=1, time_budget_seconds=budget, claim_lanes=lanes)
-    svc = Services(settings, TaskStore(dynamodb, settings, clock), services.notifier, clock)
-    published_before: list[bool] = []
-    sent: list[str] = []
-
-    class QuarterLead(RecordingRunner):
-        def __call__(self, task):
-            sent.extend(topics.wakeups())  # reading drains the probe queue
-            published_before.append(bool(sent))
-            result = super().__call__(task)
-            clock.advance(HAND_OVER_LEAD_SECONDS / 2)
-            return result
-
-    report = app.handle({"queue": "work"}, 120, "req-1", svc, QuarterLead())
-    assert (report.stopped_by, report.handed_over, report.work_remains) == ("budget", True, True)
-    # Tasks start at 0, 1/4, 2/4 and 3/4 of the budget: the hand-over goes out at 2/4 (the lead), before the third.
-    assert published_before == ([False, False, True, True] if lanes > 1 else [False] * 4)
-    assert sent + topics.wakeups() == ["work"]
-    assert report.watched and svc.store.read_wake_record("work").watcher is None
+    report = app.handle({"queue": "work"}, 120, "req-1", svc, LooksForTheTailCall())
+    assert (report.stopped_by, report.claimed, report.work_remains) == ("budget", 1, True)
+    assert seen_while_running == [] and topics.wakeups() == ["work"]
 
 
 def test_recovers_expired_leases_before_claiming(services, clock):
@@ -204,18 +164,16 @@ def test_tail_calls_only_for_delayed_work_the_next_budget_reaches(services, dyna
     assert topics.wakeups() == (["work"] if tail_call else [])
 
 
-def test_without_a_runner_it_claims_nothing_says_so_and_leaves_no_watcher(services, clock, topics, caplog):
-    """A stack deployed without TaskRunner (issue 28): the wake-up claims nothing, the tasks wait PENDING, the log
-    says why, and the run neither lingers, tail-calls nor watches the queue (producers must not trust a watcher
-    that is not there)."""
+def test_without_a_runner_it_claims_nothing_says_so_and_returns_at_once(services, clock, topics, caplog):
+    """A stack deployed without TaskRunner: the wake-up claims nothing, the tasks wait PENDING, the log says why, and
+    the run neither waits nor tail-calls."""
     ids = seed(services, clock, 3)
     started_ms = clock.now_ms()
     report = app.handle(load_event("process_tasks-sns-wake.json"), 120, "req-1", services, None)
-    assert (report.claimed, report.stopped_by, report.watched, report.work_remains) == (0, "no-runner", False, False)
+    assert (report.claimed, report.stopped_by, report.work_remains) == (0, "no-runner", False)
     assert all(services.store.get(i).status is TaskStatus.PENDING for i in ids)
     assert topics.tail_calls() == [] and topics.wakeups() == []
-    assert clock.now_ms() == started_ms  # returned at once: no linger, no wait on the queue
-    assert not services.store.read_wake_record("work").watched(clock.now_ms())
+    assert clock.now_ms() == started_ms  # returned at once: no wait on the queue
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("no task runner is configured" in w and "TaskRunner" in w for w in warnings), warnings
     app.metrics.clear_metrics()  # what this run added is flushed by lambda_handler, which this test does not call

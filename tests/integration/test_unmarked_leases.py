@@ -1,11 +1,11 @@
-"""Issue 29: a lone watcher's claim leaves the lease off the task's ReadyIndex entry (one index write fewer a task),
-on both DynamoDB engines (store/unmarked_leases.py).
+"""A worker's claim leaves the lease off the task's ReadyIndex entry while its execution environment's tasks end
+quickly (one index write fewer a task), on both DynamoDB engines (store/unmarked_leases.py).
 
-Every claim used to mark its lease on the entry (``notBefore``, a projected attribute: one index write), so that
-other readers tell a running task from a waiting one. A watcher that has met no other claimer, on a queue without
-groups, now claims without the mark and marks only a task still running LEASE_MARK_AFTER_SECONDS later. What the
-mark did for others still holds: its own looks pass the task over, another worker loses one claim on it and passes
-it over too (marking it if its owner should have done so by then), and a dead watcher's lease is recovered.
+A claim that marks its lease on the entry (``notBefore``, a projected attribute) costs one index write, so that other
+readers tell a running task from a waiting one. On a queue without groups a worker claims without the mark and marks
+only a task still running LEASE_MARK_AFTER_SECONDS later. What the mark did for others still holds: its own looks
+pass the task over, another worker loses one claim on it and passes it over too (marking it if its owner should have
+done so by then), and a dead worker's lease is recovered.
 """
 
 from __future__ import annotations
@@ -48,24 +48,14 @@ def other_store(store: TaskStore) -> tuple[TaskStore, object]:
     return recorded(store)
 
 
-def test_a_lone_watchers_claims_leave_the_index_entry_as_it_was(store, clock):
-    worker_store, client = recorded(store, claim_lanes=10)
+def test_a_workers_claims_of_quick_tasks_leave_the_index_entry_as_it_was(store, clock):
+    worker_store, client = recorded(store)
     create(worker_store, clock, 5)
     report = Worker(worker_store, lambda task: None, capacity=3, owner="w", clock=clock).run("work", 30)
-    assert report.watched and report.succeeded == 5 and report.lost == 0
+    assert report.succeeded == 5 and report.lost == 0
     sent = claims(client)
     assert len(sent) == 5 and not any(sets_lease_mark(kw) for kw in sent)  # before: every claim set notBefore
     assert worker_store.depth("work").pending == 0
-
-
-def test_a_helpers_claims_mark_their_leases(store, clock):
-    # Another worker watches the queue: this run is a helper, which meets other claimers by definition.
-    store.watch("work", "the-watcher", clock.now_ms() + 60_000)
-    worker_store, client = recorded(store, claim_lanes=10)
-    create(worker_store, clock, 2)
-    report = Worker(worker_store, lambda task: None, capacity=3, owner="helper", clock=clock).run("work", 30)
-    assert not report.watched and report.succeeded == 2
-    assert claims(client) and all(sets_lease_mark(kw) for kw in claims(client))
 
 
 def test_its_own_looks_pass_an_unmarked_running_task_over(store, clock):
@@ -112,7 +102,7 @@ def test_another_worker_loses_one_claim_on_an_unmarked_task_then_passes_it_over(
     assert len(claims(client)) == 1  # one refused write, not one per look
 
 
-def test_a_dead_watchers_unmarked_task_is_marked_by_the_next_claimer_then_recovered(store, clock, settings):
+def test_a_dead_workers_unmarked_task_is_marked_by_the_next_claimer_then_recovered(store, clock, settings):
     [task_id] = create(store, clock)
     store.claim(store.candidates("work", 1)[0], "dead", mark=False)  # its worker dies before its mark
     clock.advance(2 * LEASE_MARK_AFTER_SECONDS)
@@ -139,7 +129,7 @@ def test_a_lapsed_unmarked_lease_is_recovered_by_the_claim_that_meets_it(store, 
 
 
 def _run_one_long_task(worker_store: TaskStore, store: TaskStore, clock) -> tuple[object, list]:
-    """A lone watcher runs one task that lasts past LEASE_MARK_AFTER_SECONDS (the runner moves the fake clock, then
+    """A worker runs one task that lasts past LEASE_MARK_AFTER_SECONDS (the runner moves the fake clock, then
     waits, in real time, for the worker's heartbeat to mark the lease)."""
     [task_id] = create(worker_store, clock)
     seen: list = []
@@ -155,15 +145,15 @@ def _run_one_long_task(worker_store: TaskStore, store: TaskStore, clock) -> tupl
     return report, seen
 
 
-def test_a_lone_watchers_task_that_runs_on_gets_its_lease_marked_by_the_heartbeat(store, clock):
-    worker_store, client = recorded(store, claim_lanes=10)
+def test_a_task_that_runs_on_gets_its_lease_marked_by_the_heartbeat(store, clock):
+    worker_store, client = recorded(store)
     report, seen = _run_one_long_task(worker_store, store, clock)
     assert report.succeeded == 1 and not any(sets_lease_mark(kw) for kw in claims(client))
     assert seen and seen[0] is not None  # marked while it ran: the board counts it TAKEN from then on
 
 
 def test_a_lease_mark_refused_past_the_sdks_retries_is_tried_again_at_the_next_beat(store, clock):
-    worker_store, client = recorded(store, claim_lanes=10)
+    worker_store, client = recorded(store)
     marks = lambda kw: "notBefore" in kw.get("ExpressionAttributeNames", {}).values() and ":expires" in kw.get(  # noqa: E731
         "ExpressionAttributeValues", {})
     client.fail("update_item", "ProvisionedThroughputExceededException", when=marks)
@@ -173,14 +163,14 @@ def test_a_lease_mark_refused_past_the_sdks_retries_is_tried_again_at_the_next_b
     assert seen and seen[0] is not None
 
 
-def test_a_watcher_whose_tasks_lately_ran_on_claims_with_the_mark(store, clock):
+def test_a_worker_whose_tasks_lately_ran_on_claims_with_the_mark(store, clock):
     # A late mark costs a write of its own: with tasks that run past it, marking at the claim is cheaper.
     marks = MarkChoice()
     marks.ran(LEASE_MARK_AFTER_SECONDS + 1)
-    worker_store, client = recorded(store, claim_lanes=10)
+    worker_store, client = recorded(store)
     create(worker_store, clock, 2)
     report = Worker(worker_store, lambda task: None, capacity=3, owner="w", clock=clock, marks=marks).run("work", 30)
-    assert report.watched and report.succeeded == 2
+    assert report.succeeded == 2
     assert claims(client) and all(sets_lease_mark(kw) for kw in claims(client))
 
 

@@ -15,7 +15,7 @@ from taskqueue.core.states import TaskStatus
 from taskqueue.store import TaskStore
 from taskqueue.work.lease import LeaseLost, extend_lease
 from taskqueue.work.outcomes import RECORD_ATTEMPTS, Outcomes
-from taskqueue.work.worker import IDLE_POLL_SECONDS, LEFTOVER_SECONDS, Worker
+from taskqueue.work.worker import IDLE_POLL_SECONDS, Worker
 from tests.conftest import make_settings
 from tests.faults import FaultyClient, on_item, on_tasks
 from tests.serialized_moto import SerializedMoto
@@ -196,15 +196,14 @@ def test_throttled_reads_and_claims_slow_the_run_down_and_fail_nothing(dynamodb,
     client = FaultyClient(dynamodb)
     store = TaskStore(client, settings, clock)
     ids = create(store, clock, 3)
-    client.fail("query", "ThrottlingException")  # the lease recovery's StatusIndex read
-    client.fail("query", "ProvisionedThroughputExceededException")  # the first read of the queue
+    client.fail("query", "ThrottlingException", "ProvisionedThroughputExceededException")  # the first two looks
     client.fail("update_item", "ThrottlingException", when=on_tasks)  # the first claim
     report = worker(store, lambda task: {"ok": True}, clock).run("work", 30)
     assert report.succeeded == 3 and report.errors == 0
     assert report.retried == 3 and len(client.raised) == 3
     assert {store.get(i).status for i in ids} == {TaskStatus.SUCCESS}
     messages = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    for what in ("recovering expired leases", "reading the queue", "claiming a task"):
+    for what in ("reading the queue", "claiming a task"):
         assert f"{what} was refused for now; trying again" in messages, messages
 
 
@@ -216,8 +215,11 @@ def test_a_throttled_check_for_work_left_tail_calls_rather_than_strand_work(dyna
             client.fail("query", "ThrottlingException")
             return super().has_claimable(queue, now_ms, **reads)
 
-    report = worker(ThrottledAtTheEnd(client, settings, clock), lambda task: None, clock).run("work", 1)
-    assert report.work_remains is True and report.retried == 1
+    store = ThrottledAtTheEnd(client, settings, clock)
+    create(store, clock)
+    # The task outlasts the budget: the run ends there and asks whether work is left, which DynamoDB refuses.
+    report = worker(store, lambda task: clock.advance(2), clock).run("work", 1)
+    assert report.stopped_by == "budget" and report.work_remains is True and report.retried == 1
 
 
 def test_a_refused_read_that_is_not_throttling_still_fails_the_run(dynamodb, settings, clock):
@@ -293,7 +295,7 @@ def test_entries_the_index_still_shows_after_a_claim_are_skipped_not_claimed_aga
             return super().claim(candidate, owner, now_ms, **bounds)
 
     lagging = LaggingIndex(store._db, store.settings, clock)
-    # Each task outlasts the last look's leftovers (LEFTOVER_SECONDS): every claim comes from a look of the lagging index.
-    report = worker(lagging, lambda task: clock.advance(LEFTOVER_SECONDS), clock, capacity=1).run("work", 1)
+    # Each claim comes from a look of the lagging index.
+    report = worker(lagging, lambda task: clock.advance(0.25), clock, capacity=1).run("work", 1)
     assert sorted(LaggingIndex.claims) == sorted(ids)  # each entry claimed once, never again while stale
     assert report.succeeded == 2 and report.lost == 0 and report.skipped > 0

@@ -3,7 +3,6 @@ and the run still waits for every outcome (a failed attempt's release among them
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 
 from taskqueue.core.model import new_tasks, parse_create_request
@@ -46,9 +45,8 @@ def test_the_next_task_starts_while_the_last_ones_outcome_is_written(store, cloc
 
 
 def test_a_release_written_after_the_runner_returned_is_still_retried_by_the_same_run(store, clock):
-    """The slot frees before the release is written; the run must not take the queue for empty meanwhile (no linger:
-    an empty look would end the run at once)."""
-    store = TaskStore(store._db, dataclasses.replace(store.settings, worker_linger_seconds=0), clock)
+    """The slot frees before the release is written; the run must not take the queue for empty meanwhile (an empty
+    look with nothing running would end the run at once)."""
     (task_id,) = create(store, clock, 1)
     attempts: list[int] = []
 
@@ -69,44 +67,3 @@ def test_a_release_written_after_the_runner_returned_is_still_retried_by_the_sam
     assert attempts == [1, 2]
     assert (report.released, report.succeeded) == (1, 1)
     assert store.get(task_id).status is TaskStatus.SUCCESS
-
-
-def test_slots_that_free_together_take_one_look_and_a_look_goes_stale_after_leftover_seconds(store, clock):
-    """Tasks started together end together: the first freed slot's look also serves the next freed slots, its
-    candidates not claimed yet, while LEFTOVER_SECONDS of it last (one look, not one a slot, one after another); once
-    they have passed, the next claim looks again and sees what was written since."""
-    from taskqueue.work.worker import LEFTOVER_SECONDS
-
-    create(store, clock, 9)
-    looks: list[int] = []
-    real_look = store.look
-
-    def look(queue, limit, *args, **kwargs):
-        found = real_look(queue, limit, *args, **kwargs)
-        if kwargs.get("shed", True) and limit > 1:  # the claim loop's looks (not the index peeks, nor a last check)
-            looks.append(len(found[0]))
-        return found
-
-    store.look = look
-    batches: list[list[str]] = []
-    gate = threading.Barrier(3, timeout=5)
-    newest: list[str] = []
-    lock = threading.Lock()
-
-    def runner(task):
-        with lock:
-            if not batches or len(batches[-1]) == 3:
-                batches.append([])
-            batches[-1].append(task.task_id)
-        if gate.wait() == 0 and len(batches) == 2:  # the three tasks of a round end together; one of them, once:
-            clock.advance(LEFTOVER_SECONDS)  # the second round's leftovers go stale ...
-            newest.extend(create(store, clock, 3))  # ... and newer tasks arrive
-        gate.wait()
-
-    report = Worker(store, runner, capacity=3, owner="w", clock=clock).run("work", 60)
-    assert report.succeeded == 12
-    # Round 1: one look (9 waiting, 3 claimed). Round 2: its 3 slots from the 6 leftovers, no look. Round 3: the
-    # leftovers are stale; a look finds the 3 new tasks (LIFO: first) and the 3 old ones left. Round 4: its leftovers.
-    # Then only empty looks (the run's end).
-    assert looks[:2] == [9, 6] and set(looks[2:]) <= {0}, looks
-    assert sorted(batches[2]) == sorted(newest), (batches, newest)

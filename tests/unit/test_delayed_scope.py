@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 from taskqueue.core.delayed_head import DelayedScope, scope_holds, scope_of
-from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS, WakeRecord
+from taskqueue.core.record import INDEX_LAG_ALLOWANCE_SECONDS, QueueRecord
 
 LAG_MS = int(INDEX_LAG_ALLOWANCE_SECONDS * 1000)
 
 
-def record(seq: int, at_ms: int) -> WakeRecord:
-    return dataclasses.replace(WakeRecord(), delayed_seq=seq, delayed_at_ms=at_ms)
+def record(seq: int, at_ms: int) -> QueueRecord:
+    return dataclasses.replace(QueueRecord(), delayed_seq=seq, delayed_at_ms=at_ms)
 
 
 def test_a_search_late_enough_for_the_index_gives_the_partitions_it_found_at_the_seq_it_covered() -> None:

@@ -42,7 +42,7 @@ import botocore.session
 import pytest
 
 from taskqueue.client import TaskQueueClient
-from taskqueue.core.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, PermanentTaskError
+from taskqueue.core.errors import InvalidAgentInput, InvalidEvent, InvalidTaskInput, PermanentTaskError, TaskQueueError
 from taskqueue.core.model import Task, new_tasks, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.matching.agents import AgentNotFound, AgentStore
@@ -64,7 +64,8 @@ FUNCTIONS = ("CreateTasksFunction", "TriggerFunction", "ProcessTasksFunction", "
 DATA_TYPES = ("AWS::DynamoDB::Table", "AWS::SNS::Topic", "AWS::SQS::Queue", "AWS::IAM::Role")
 # The stack's name in the functions' environment here; requests naming it are mapped back to ${AWS::StackName}.
 STACK = "teststack"
-SCHEDULES = "schedule/default/${AWS::StackName}-wake-*"  # the scheduled wake-ups' names (template: WAKE_SCHEDULE_PREFIX)
+SCHEDULE_GROUP = "teststack-WakeScheduleGroup-1A2B3C"  # the stack's schedule group, as CloudFormation names it
+SCHEDULES = "schedule/${WakeScheduleGroup}/*"  # the scheduled wake-ups (template: WAKE_SCHEDULE_GROUP)
 
 # ---- what the role grants: the SAM transform's output ------------------------------------------------------
 
@@ -126,13 +127,14 @@ BROADER_GRANTS: dict[str, dict[str, str]] = {
     "ProcessTasksFunction": {
         **{a: "AWSLambdaVPCAccessExecutionRole (SAM adds it because ProcessTasks declares a VpcConfig, which is empty "
               "unless RunnerSubnetIds is set): Lambda creates the function's network interfaces with it" for a in _VPC_ENI},
-        **{a: "AWSLambdaDynamoDBExecutionRole (SAM adds it for the TaskStream event source, stream starts): the stream "
-              "poller reads the queue table's stream with the function's role, but the policy allows reading every "
-              "stream" for a in _STREAM_READ},
+        **{a: "AWSLambdaDynamoDBExecutionRole (SAM adds it for the TaskStream event source): the stream poller reads "
+              "the queue table's stream with the function's role, but the policy allows reading every stream"
+           for a in _STREAM_READ},
     },
-    "TriggerFunction": {
-        a: "AWSLambdaDynamoDBExecutionRole (SAM adds it for a DynamoDB event source): the stream poller reads the "
-           "two tables' streams with the function's role, but the policy allows reading every stream" for a in _STREAM_READ
+    "MatcherFunction": {
+        a: "AWSLambdaDynamoDBExecutionRole (SAM adds it for its DynamoDB event sources, CallStream and AgentStream): the "
+           "stream poller reads the two tables' streams with the function's role, but the policy allows reading every "
+           "stream" for a in _STREAM_READ
     },
 }
 
@@ -177,7 +179,7 @@ def resource_key(expr: Any) -> str:
         body = expr["Fn::Sub"]
         text, variables = (body, {}) if isinstance(body, str) else body
         if text.startswith("arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:"):
-            return "schedule/" + text.split(":schedule/", 1)[1]  # schedule/<group>/<name pattern>
+            return "schedule/" + text.split(":schedule/", 1)[1]  # schedule/${WakeScheduleGroup}/<name pattern>
 
         def name(match: re.Match[str]) -> str:
             var = match.group(1)
@@ -321,8 +323,9 @@ class Recorder:
         elif service == "sqs" and "QueueUrl" in params:
             yield f"sqs:{operation}", self._name(params["QueueUrl"])
         elif service == "scheduler" and "Name" in params:
-            name = str(params["Name"]).replace(STACK, "${AWS::StackName}")
-            yield f"scheduler:{operation}", f"schedule/{params.get('GroupName') or 'default'}/{name}"
+            group = params.get("GroupName") or "default"
+            group = "${WakeScheduleGroup}" if group == SCHEDULE_GROUP else group
+            yield f"scheduler:{operation}", f"schedule/{group}/{params['Name']}"
             if "RoleArn" in (params.get("Target") or {}):
                 yield "iam:PassRole", self._name(params["Target"]["RoleArn"])
         else:
@@ -335,10 +338,11 @@ def world(dynamodb, topics, monkeypatch):
     clients come from), and a way to run a function with its template environment."""
     create_agent_table(dynamodb)
     failed_url = boto3.client("sqs").create_queue(QueueName="failed-events")["QueueUrl"]
+    boto3.client("scheduler").create_schedule_group(Name=SCHEDULE_GROUP)
     physical = {
         "QueueTable": TABLE,
         "AgentTable": AGENT_TABLE,
-        "TriggerTopic": topics.trigger_arn,
+        "WakeScheduleGroup": SCHEDULE_GROUP,
         "WorkerWakeUpTopic": topics.wake_up_arn,
         "FailedEventsQueue": failed_url,
         "WakeScheduleRole": "arn:aws:iam::123456789012:role/teststack-WakeScheduleRole",
@@ -368,7 +372,7 @@ class World:
         return {name: self._resolve(value) for name, value in variables.items()}
 
     def _resolve(self, value: Any) -> str:
-        if isinstance(value, dict) and "Fn::If" in value:  # e.g. CLAIM_LANES: the reserved concurrency, if any
+        if isinstance(value, dict) and "Fn::If" in value:  # a value that depends on a parameter
             condition, if_true, if_false = value["Fn::If"]
             return self._resolve(if_true if self._holds(template()["Conditions"][condition]) else if_false)
         if isinstance(value, dict) and "Fn::GetAtt" in value and _logical(value) in self.physical:
@@ -464,10 +468,9 @@ def run_create_tasks(world: World) -> None:
     # A caller's system with its own ids (idempotent), twice.
     assert world.invoke(app, load_event("create_tasks-urgent.json"), request_id="direct-1")["created"] == 1
     assert world.invoke(app, load_event("create_tasks-urgent.json"), request_id="direct-2")["alreadyExisted"] == 1
-    # A call (queue "calls" is not stream-started) and a delayed task: the wake-up handshake (a read of the queue's
-    # record, its touch, the wake-up's claim and publish); ready tasks of "work" need none (the stream starts its worker).
-    assert world.invoke(app, load_event("create_tasks-call.json"), request_id="call-1")["wakeup"] == "woken"
-    assert world.invoke(app, {"queue": "work", "delaySeconds": 60}, request_id="delayed-1")["wakeup"] != "stream"
+    # A call and a delayed task (its announcement of the queue's delayed head): the table's stream starts the workers.
+    assert world.invoke(app, load_event("create_tasks-call.json"), request_id="call-1")["wakeup"] == "stream"
+    assert world.invoke(app, {"queue": "work", "delaySeconds": 60}, request_id="delayed-1")["wakeup"] == "stream"
     # Refused input.
     world.invoke(app, {"queue": "nope"}, expect=InvalidTaskInput)
 
@@ -483,46 +486,43 @@ def run_trigger(world: World) -> None:
     assert world.invoke(app, load_event("trigger-safety-net.json"))["woken"] == []
     seed(store, queue="work", delaySeconds=600)
     assert world.invoke(app, load_event("trigger-safety-net.json"))["woken"] == []
-    # The schedule fires: Trigger wakes the queue if nobody watches it (nor is a wake-up in flight).
-    assert world.invoke(app, {"wakeQueue": "work", "reason": "delayed-head"}) == {"woken": ["work"]}
-    record = store.read_wake_record("work")
-    assert record.wake_sent_ms is not None and store.withdraw_wake("work", record.wake_sent_ms)
-    # Safety net: an expired lease to recover (and one out of attempts), claimable work, an expired entry to shed.
+    # The schedule fires: Trigger wakes the queue.
+    assert world.invoke(app, load_event("trigger-delayed-head.json")) == {"woken": ["work"]}
+    # Safety net: an expired lease to recover (and one out of attempts), claimable work, an expired entry to shed, a
+    # paused queue left asleep (its pause read).
     taken_with_expired_lease(store, past, queue="work")
     taken_with_expired_lease(store, past, queue="calls", maxAttempts=1)
     seed(store, queue="work")
     seed(store, past, queue="calls", ttlSeconds=60)
     seed(store, queue="calls")
     assert sorted(world.invoke(app, load_event("trigger-safety-net.json"))["woken"]) == ["calls", "work"]
-    # Stream batch: task INSERTs of both queues, a TTL deletion (shed count), a malformed record, an agent entry.
-    batch = load_event("trigger-stream-insert.json")
-    calls = json.loads(json.dumps(batch["Records"][0]))
-    calls["dynamodb"]["NewImage"]["queue"]["S"] = "calls"
-    calls["dynamodb"]["SequenceNumber"] = "9001"
-    batch["Records"] += [calls, *load_event("trigger-stream-ttl-remove.json")["Records"],
-                         *load_event("trigger-stream-malformed.json")["Records"]]
-    assert world.invoke(app, batch) == {"batchItemFailures": []}
-    assert world.invoke(app, load_event("trigger-stream-agent-entry.json")) == {"batchItemFailures": []}
-    # Tail call.
-    assert world.invoke(app, load_event("trigger-sns-tail-call.json")) == {"woken": ["work"]}
-    # Error path: SNS refuses the wake-up (the topic is gone): the record fails and is retried by the stream. (The
-    # stream is a backstop: it wakes only a queue whose wake-up is not already in flight, so forget the last one.)
-    record = store.read_wake_record("work")
-    assert record.wake_sent_ms is not None and store.withdraw_wake("work", record.wake_sent_ms)
+    # Error path: SNS refuses the wake-up (the topic is gone): the invocation fails, and Lambda retries it.
     boto3.client("sns").delete_topic(TopicArn=world.physical["WorkerWakeUpTopic"])
-    assert world.invoke(app, load_event("trigger-stream-insert.json"))["batchItemFailures"]
+    world.invoke(app, load_event("trigger-delayed-head.json"), expect=TaskQueueError)
     world.invoke(app, {"unexpected": True}, expect=InvalidEvent)
+
+
+def stream_records(store: TaskStore, *task_ids: str) -> dict[str, Any]:
+    """The INSERTs Lambda would deliver for these tasks (their items as written), from the TaskStream sample."""
+    template_record = load_event("process_tasks-stream-insert.json")["Records"][0]
+    records = []
+    for n, task_id in enumerate(task_ids):
+        item = store._db.get_item(TableName=TABLE, Key={"taskId": {"S": task_id}})["Item"]
+        record = json.loads(json.dumps(template_record))
+        record["dynamodb"].update({"Keys": {"taskId": item["taskId"]}, "NewImage": item, "SequenceNumber": str(500 + n),
+                                   "ApproximateCreationDateTime": now_ms() // 1000})
+        records.append(record)
+    return {"Records": records}
 
 
 def run_process_tasks(world: World) -> None:
     app = load_function("process_tasks")
-    # Two workers may run (ProcessTasksConcurrency 2): a claim lane, and the running limit's slots (RunnerCapacity).
+    # The running limit's slots (RunnerCapacity) whatever starts the worker.
     world.use_environment(
         "ProcessTasksFunction",
         TASK_RUNNER=f"{__name__}:scripted_runner",
         RETRY_BASE_SECONDS="0",
         RETRY_MAX_SECONDS="0",
-        CLAIM_LANES="2",
         DEFAULT_RUN_SECONDS="5",  # tasks this short fit in the 20 s the invocation below has
     )
     store = world.store("ProcessTasksFunction")
@@ -542,8 +542,17 @@ def run_process_tasks(world: World) -> None:
     seed(store, delaySeconds=20)  # an earlier head: the schedule moves (UpdateSchedule)
     assert world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=20_000)["claimed"] == 0
     # Out of time with a claimable task left: a tail call.
-    seed(store, payload={"do": "ok"})
+    left = seed(store, payload={"do": "ok"})
     assert world.invoke(app, load_event("process_tasks-sns-wake.json"), remaining_ms=1)["work_remains"] is True
+    # The table's stream: a batch naming new tasks (claimed by key), then the same batch replayed later (read first),
+    # and a TTL deletion of a waiting task (counted as shed).
+    fresh = [seed(store, payload={"do": "ok"}) for _ in range(2)]
+    batch = stream_records(store, left.task_id, *(t.task_id for t in fresh))
+    assert world.invoke(app, batch, remaining_ms=20_000)["succeeded"] == 3
+    for record in batch["Records"]:
+        record["dynamodb"]["ApproximateCreationDateTime"] -= 600
+    assert world.invoke(app, batch, remaining_ms=20_000)["claimed"] == 0
+    world.invoke(app, load_event("process_tasks-stream-ttl-remove.json"))
     world.invoke(app, {"queue": "nope"}, expect=InvalidTaskInput)
 
 
@@ -565,6 +574,12 @@ def run_matcher(world: World) -> None:
     assert (report["matched"], report["invalid"], report["shed"]) == (2, 1, 1), report
     # Out of time with calls still waiting: a tail call.
     assert world.invoke(app, load_event("matcher-sns-wake.json"), remaining_ms=1)["work_remains"] is True
+    # Started by the tables' streams: an agent who became available, a new call; a batch of sheds only.
+    assert "stopped_by" in world.invoke(app, load_event("matcher-stream-agent-entry.json"))
+    assert "stopped_by" in world.invoke(app, load_event("matcher-stream-call.json"))
+    shed = load_event("process_tasks-stream-ttl-remove.json")
+    shed["Records"][0]["dynamodb"]["OldImage"]["queue"]["S"] = "calls"
+    assert world.invoke(app, shed) == {"stoppedBy": "nothing-to-run"}
     world.invoke(app, {"action": "agentAvailable"}, expect=InvalidEvent)
 
 
@@ -572,12 +587,9 @@ def run_agent_events(world: World) -> None:
     app = load_function("agent_events")
     world.use_environment("AgentEventsFunction")
     store = world.store("AgentEventsFunction")
-    # A call waits when the agent queues: AgentEvents wakes the Matcher (the wake-up handshake).
-    waiting = seed(store, queue="calls")
+    # The agent queues (the agent table's stream starts the Matcher: nothing here wakes it).
     available = load_event("agent_events-agent-available.json")
     assert world.invoke(app, available)["outcome"] == "queued"
-    assert store.read_wake_record("calls").wake_sent_ms is not None
-    store.cancel(waiting.task_id)
     assert world.invoke(app, available)["outcome"] == "already-queued"
     changed = json.loads(json.dumps(available))
     changed["agent"]["attributes"]["language"] = ["de"]
@@ -697,8 +709,8 @@ def test_runner_grants_are_off_by_default_and_the_deployers_when_given():
 
 
 # ---- the producers' managed policy (output ProducerPolicyArn) ----------------------------------------------------
-# A team attaches it to its application's role so that taskqueue.client can enqueue and wake. It must allow every
-# request an enqueue makes (or a wake-up fails with AccessDenied, or the enqueue itself) and nothing else; its
+# A team attaches it to its application's role so that taskqueue.client can enqueue. It must allow every request an
+# enqueue makes (or the enqueue fails with AccessDenied) and nothing else; its
 # conditions on the partition key (dynamodb:LeadingKeys) keep a producer's UpdateItem to the queues' control items
 # and its writes of tasks off them.
 
@@ -756,16 +768,14 @@ def producer_allows(action: str, resource: str, leading_key: str | None = None) 
 
 @pytest.fixture
 def producer_world(dynamodb, topics):
-    recorder = ItemRecorder({TABLE: "QueueTable", topics.wake_up_arn: "WorkerWakeUpTopic",
-                             topics.trigger_arn: "TriggerTopic"})
+    recorder = ItemRecorder({TABLE: "QueueTable", topics.wake_up_arn: "WorkerWakeUpTopic"})
     session = boto3._get_default_session()
     session.events.register("before-parameter-build", recorder, unique_id="iam-producer-policy")
     try:
         settings = make_settings(topics)
         clock = FakeClock(now_ms())
         # Clients of the default session, so the recorder sees their requests (as the client's own would be).
-        services = Services(settings, TaskStore(boto3.client("dynamodb"), settings, clock),
-                            Notifier(boto3.client("sns"), settings), clock)
+        services = Services(settings, TaskStore(boto3.client("dynamodb"), settings, clock), None, clock)
         yield recorder, services, clock
     finally:
         session.events.unregister("before-parameter-build", unique_id="iam-producer-policy")
@@ -773,18 +783,13 @@ def producer_world(dynamodb, topics):
 
 def run_producer(services: Any, clock: FakeClock) -> list[str]:
     """Every path of the client's enqueue: generated ids, a caller's id (new, then again), a delayed task, a batch
-    over 25, both queues, a wake-up claimed and published, one already in flight, and one SNS refuses (the claim
-    withdrawn)."""
+    over 25, both queues."""
     client = TaskQueueClient(services)
-    outcomes = [client.enqueue({"n": 1}).wakeup]  # woken: BatchWriteItem, touch, claim, Publish
-    outcomes.append(client.enqueue({"n": 2}, task_id="order-42").wakeup)  # in flight: PutItem, touch
+    outcomes = [client.enqueue({"n": 1}).wakeup]  # BatchWriteItem
+    outcomes.append(client.enqueue({"n": 2}, task_id="order-42").wakeup)  # PutItem
     outcomes.append(client.enqueue({"n": 2}, task_id="order-42").wakeup)  # already there: PutItem refused
     outcomes.append(client.enqueue(delay_seconds=30).wakeup)  # the delayed head's announcement on the control item
     outcomes.append(client.enqueue_many(count=30, queue="calls").wakeup)
-    clock.advance(60)  # the wake-ups in flight are stale: the next write claims one again, and SNS refuses it
-    refusing = Notifier(FaultyClient(boto3.client("sns")).fail("publish", "AuthorizationError"), services.settings)
-    refused = TaskQueueClient(Services(services.settings, services.store, refusing, clock))
-    outcomes.append(refused.enqueue().wakeup)  # failed: the claim withdrawn (UpdateItem)
     return [str(o) for o in outcomes]
 
 
@@ -792,10 +797,10 @@ def test_producer_policy_grants_exactly_what_the_clients_enqueue_calls(producer_
     recorder, services, clock = producer_world
     with recorder.recording():
         outcomes = run_producer(services, clock)
-    assert outcomes == ["woken", "in-flight", "in-flight", "in-flight", "woken", "failed"], outcomes
+    assert outcomes == ["stream"] * 5, outcomes
     calls = set(recorder.calls)
     item_calls = recorder.items
-    assert ("sns:Publish", "WorkerWakeUpTopic") in calls
+    assert not any(a.startswith("sns:") for a, _ in calls)  # a producer publishes nothing
     denied = [c for c in item_calls if not producer_allows(*c)]
     denied += [(a, r) for a, r in calls if not a.startswith("dynamodb:") and not producer_allows(a, r)]
     assert not denied, f"the producer policy refuses what enqueue calls: {sorted(denied)}"
@@ -814,8 +819,8 @@ def test_producer_policy_keeps_producers_off_the_tasks_state_and_the_queues_cont
     assert not producer_allows("dynamodb:PutItem", "QueueTable", "queue#work")
     assert not producer_allows("dynamodb:BatchWriteItem", "QueueTable", "queue#work")
     assert producer_allows("dynamodb:PutItem", "QueueTable", "order-42")
-    # Not TriggerTopic (the relay the CLI uses), not the indexes, no reads.
-    assert not producer_allows("sns:Publish", "TriggerTopic")
+    # No wake-up, not the indexes, no reads.
+    assert not producer_allows("sns:Publish", "WorkerWakeUpTopic")
     assert not producer_allows("dynamodb:GetItem", "QueueTable", "order-42")
     assert not producer_allows("dynamodb:Query", "QueueTable/index/ReadyIndex")
 

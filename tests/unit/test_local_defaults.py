@@ -9,7 +9,7 @@ import pytest
 
 from local.__main__ import SCENARIOS, load_scenario, scenario_parameters
 from local.scenarios import callcenter
-from local.scenarios.demo_defaults import CONCURRENCY, DEMO, LOCAL_STACK, PRESENCE, RUNNER, SCHEDULE
+from local.scenarios.demo_defaults import DEMO, LOCAL_STACK, PRESENCE, RUNNER, SCHEDULE
 from tests.support import ROOT, template
 
 PARAMETERS = template()["Parameters"]
@@ -59,22 +59,20 @@ def configurations() -> list[tuple[str, dict[str, object]]]:
 
 def test_the_template_defaults_are_the_quiet_production_ones():
     assert default_of("CreateTasksScheduleState") == "DISABLED"
-    for name in CONCURRENCY:
+    for name in ("CreateTasksConcurrency", "ProcessTasksConcurrency", "MatcherConcurrency"):
         assert default_of(name) == "", name
     # Every parameter the demo or the local stack sets is one the template declares.
     for _, parameters in configurations():
         assert set(parameters) <= set(PARAMETERS)
 
 
-def test_the_demo_and_the_local_stack_turn_on_the_schedule_and_the_concurrency_they_were_measured_with():
-    assert LOCAL_STACK == {**SCHEDULE, **CONCURRENCY, **PRESENCE, **RUNNER} and DEMO == {**SCHEDULE, **CONCURRENCY, **RUNNER}
+def test_the_demo_and_the_local_stack_turn_on_the_schedule_and_run_the_default_start_path():
+    assert LOCAL_STACK == {**SCHEDULE, **PRESENCE, **RUNNER} and DEMO == {**SCHEDULE, **RUNNER}
     assert SCHEDULE["CreateTasksScheduleState"] == "ENABLED" and SCHEDULE["CreateTasksCount"] == "15"
     for name, parameters in configurations():
         own = load_scenario(name.removeprefix("demo ")).get("parameters", {}) if name.startswith("demo ") else {}
-        for key, value in CONCURRENCY.items():
-            if key in own and text(own[key]) == default_of(key):
-                continue  # a scenario that measures the production default (tenants: as its benchmark)
-            assert text(parameters[key]) == value, (name, key)
+        for key in ("ProcessTasksConcurrency", "MatcherConcurrency"):  # how work starts: as a default deploy
+            assert text(parameters.get(key, default_of(key))) == default_of(key), (name, key)
         own_arrivals = "callcenter" in name or load_scenario(name.removeprefix("demo ")).get("arrivals") in ("poisson", "groups") \
             if name.startswith("demo ") else False
         expected = "DISABLED" if own_arrivals else "ENABLED"

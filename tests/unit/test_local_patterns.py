@@ -8,14 +8,17 @@ from local.template.filter_patterns import PatternError, matches, matches_any, s
 from tests.support import template
 
 INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"queue": {"S": "work"}, "priority": {"N": "9"}, "taskStatus": {"S": "PENDING"}}}}
-# The first write of a queue's control item (claim lanes, running-limit slots, pause) is an INSERT too.
-CONTROL_INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"taskId": {"S": "queue#work#lanes"}, "o0": {"S": "w"}}}}
+# The first write of a queue's control item (a running-limit slot, pause) is an INSERT too.
+CONTROL_INSERT = {"eventName": "INSERT", "dynamodb": {"Keys": {"taskId": {"S": "queue#work#slot#0"}},
+                                                      "NewImage": {"taskId": {"S": "queue#work#slot#0"}, "tokenOwner": {"S": "w"}}}}
+RESUME_MARK = {"eventName": "INSERT", "dynamodb": {"Keys": {"taskId": {"S": "queue#work#resume#1795349100000"}},
+                                                   "NewImage": {"taskId": {"S": "queue#work#resume#1795349100000"}}}}
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
 
-def removal(status: str | None, identity: dict | None = TTL_IDENTITY) -> dict:
+def removal(status: str | None, identity: dict | None = TTL_IDENTITY, queue: str = "work") -> dict:
     """A REMOVE record as Lambda delivers it: the deleted item's old image, the TTL identity if TTL deleted it."""
-    image = {"taskId": {"S": "t1"}, "queue": {"S": "work"}}
+    image = {"taskId": {"S": "t1"}, "queue": {"S": queue}}
     if status is not None:
         image["taskStatus"] = {"S": status}
     record: dict = {"eventName": "REMOVE", "dynamodb": {"Keys": {"taskId": {"S": "t1"}}, "OldImage": image}}
@@ -24,40 +27,41 @@ def removal(status: str | None, identity: dict | None = TTL_IDENTITY) -> dict:
     return record
 
 
-def template_filters(reserved: bool = False, function: str = "TriggerFunction", event: str = "QueueStream") -> list[str]:
-    """An event source's FilterCriteria, read from template.yaml, its ``Fn::If`` on HasProcessTasksConcurrency resolved
-    (``reserved``: ProcessTasks has a reserved concurrency, so no stream starts)."""
+def modify(old: str, new: str, queue: str = "work") -> dict:
+    image = {"taskId": {"S": "t1"}, "queue": {"S": queue}}
+    return {"eventName": "MODIFY", "dynamodb": {"Keys": {"taskId": {"S": "t1"}},
+                                                "OldImage": {**image, "taskStatus": {"S": old}},
+                                                "NewImage": {**image, "taskStatus": {"S": new}}}}
+
+
+def template_filters(function: str = "ProcessTasksFunction", event: str = "TaskStream") -> list[str]:
+    """An event source's FilterCriteria, read from template.yaml."""
     stream = template()["Resources"][function]["Properties"]["Events"][event]["Properties"]
-    return [_resolved(f["Pattern"], reserved) for f in stream["FilterCriteria"]["Filters"]]
-
-
-def _resolved(pattern: str | dict, reserved: bool) -> str:
-    if isinstance(pattern, dict):
-        condition, if_reserved, otherwise = pattern["Fn::If"]
-        assert condition == "HasProcessTasksConcurrency"
-        return if_reserved if reserved else otherwise
-    return pattern
+    return [f["Pattern"] for f in stream["FilterCriteria"]["Filters"]]
 
 
 CALL_INSERT = {"eventName": "INSERT", "dynamodb": {"NewImage": {"queue": {"S": "calls"}, "taskStatus": {"S": "PENDING"}}}}
 
 
-@pytest.mark.parametrize("reserved", [False, True])
-def test_the_templates_filters_pass_inserts_and_ttl_removes_of_pending_tasks_only(reserved):
-    filters = template_filters(reserved)
-    assert matches_any(filters, CALL_INSERT)
-    # A new task of queue "work" goes to ProcessTasks' TaskStream (a stream start) unless ProcessTasks has a reserved
-    # concurrency, which turns stream starts off: then Trigger's backstop sees it, as before issue 29.
-    assert matches_any(filters, INSERT) == reserved
-    assert matches_any(template_filters(reserved, "ProcessTasksFunction", "TaskStream"), INSERT)
-    assert not matches_any(template_filters(reserved, "ProcessTasksFunction", "TaskStream"), CALL_INSERT)
-    assert not matches_any(filters, CONTROL_INSERT)  # Trigger never sees the queue's control items
+def test_the_task_stream_passes_what_makes_work_of_queue_work_claimable_and_sheds_only():
+    filters = template_filters()
+    assert matches_any(filters, INSERT) and not matches_any(filters, CALL_INSERT)
+    for old in ("TAKEN", "FAILURE", "CANCELLED"):  # a release, a redrive: PENDING again
+        assert matches_any(filters, modify(old, "PENDING")), old
+    assert not matches_any(filters, modify("PENDING", "PENDING"))  # a touch, a reprioritization
+    assert not matches_any(filters, modify("PENDING", "TAKEN")) and not matches_any(filters, modify("TAKEN", "SUCCESS"))
+    assert matches_any(filters, RESUME_MARK) and not matches_any(filters, CONTROL_INSERT)
     assert matches_any(filters, removal("PENDING"))  # shed: counted
-    for status in ("SUCCESS", "FAILURE", "CANCELLED", None):  # retention cleanup: nothing for Trigger to do
+    for status in ("SUCCESS", "FAILURE", "CANCELLED", None):  # retention cleanup: nothing to do
         assert not matches_any(filters, removal(status)), status
     assert not matches_any(filters, removal("PENDING", identity=None))  # a user's delete
     assert not matches_any(filters, removal("PENDING", identity={"type": "User", "principalId": "me"}))
-    assert not matches_any(filters, {"eventName": "MODIFY"})
+
+
+def test_the_call_stream_passes_the_same_for_queue_calls():
+    filters = template_filters("MatcherFunction", "CallStream")
+    assert matches_any(filters, CALL_INSERT) and not matches_any(filters, INSERT)
+    assert matches_any(filters, modify("TAKEN", "PENDING", "calls")) and matches_any(filters, removal("PENDING", queue="calls"))
 
 
 def test_no_filters_pass_everything():

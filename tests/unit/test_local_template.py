@@ -72,17 +72,17 @@ def test_the_project_template_resolves_with_overrides_and_globals():
     process = fns["ProcessTasksFunction"]
     assert process.environment["TIME_BUDGET_SECONDS"] == "7"  # a parameter through Globals
     assert process.environment["QUEUE_TABLE_NAME"] == t.resolver.refs["QueueTable"]  # Ref to a table: its name
-    assert process.environment["TRIGGER_TOPIC_ARN"].startswith("arn:aws:sns:")  # Ref to a topic: its ARN
+    assert process.environment["WORKER_WAKE_UP_TOPIC_ARN"].startswith("arn:aws:sns:")  # Ref to a topic: its ARN
     assert process.environment["TASK_RUNNER"] == "m:run"  # function's own variables merged
     assert process.environment["POWERTOOLS_SERVICE_NAME"] == "taskqueue"
-    # No reserved concurrency unless asked (a new account's small quota); claim lanes and the running limit still hold.
+    # No reserved concurrency unless asked (a new account's small quota); the running limit still holds.
     assert process.reserved_concurrency is None and process.timeout == 180
-    assert process.environment["CLAIM_LANES"] == "10" and process.environment["RUNNING_LIMIT"] == ""
+    assert "CLAIM_LANES" not in process.environment and process.environment["RUNNING_LIMIT"] == ""
     reserving = Template(REPO / "template.yaml", {"ProcessTasksConcurrency": 2})
     for logical in reserving.of_type("AWS::DynamoDB::Table"):
         reserving.resolver.attrs[f"{logical}.StreamArn"] = f"arn:aws:dynamodb:us-east-1:123456789012:table/{logical}/stream/now"
     reserved = reserving.functions()["ProcessTasksFunction"]
-    assert reserved.reserved_concurrency == 2 and reserved.environment["CLAIM_LANES"] == "2"
+    assert reserved.reserved_concurrency == 2 and reserved.events["TaskStream"]["Properties"].get("Enabled", True)
     # Wake-ups expire after 5 minutes and are dropped, not parked in FailedEventsQueue (no destination).
     for worker in (process, fns["MatcherFunction"]):
         assert (worker.max_retry_attempts, worker.max_event_age_seconds, worker.on_failure) == (1, 300, None)
@@ -91,7 +91,7 @@ def test_the_project_template_resolves_with_overrides_and_globals():
     schedule = fns["CreateTasksFunction"].events["Schedule"]["Properties"]
     assert schedule["State"] == "DISABLED"  # nothing is created unless asked
     assert json.loads(schedule["Input"]) == {"queue": "work", "count": 4, "priority": 0, "ttlSeconds": 3600, "payload": {}}
-    stream = fns["TriggerFunction"].events["QueueStream"]["Properties"]
+    stream = fns["ProcessTasksFunction"].events["TaskStream"]["Properties"]
     assert stream["Stream"].endswith("/QueueTable/stream/now")
     assert fns["TriggerFunction"].timeout == 30  # from Globals
     assert fns["ProcessTasksFunction"].events["Wake"]["Properties"]["FilterPolicy"] == {"queue": ["work"]}

@@ -19,7 +19,7 @@ from taskqueue.wakeups.notify import (
     PublishError,
 )
 
-SETTINGS = Settings(queue_table_name="t", trigger_topic_arn="arn:aws:sns:us-east-1:1:trigger",
+SETTINGS = Settings(queue_table_name="t",
                     worker_wake_up_topic_arn="arn:aws:sns:us-east-1:1:process")
 
 
@@ -59,8 +59,8 @@ def test_a_refused_publish_is_tried_again_and_succeeds():
 def test_a_publish_refused_every_time_raises_after_the_last_attempt():
     sns = Sns(failures=100)
     n, sleeps = notifier(sns)
-    with pytest.raises(PublishError, match=rf"queue 'work' on arn:aws:sns:us-east-1:1:trigger \({PUBLISH_ATTEMPTS} attempts\).*KMSThrottling"):
-        n.relay_wakeup("work")
+    with pytest.raises(PublishError, match=rf"queue 'work' on arn:aws:sns:us-east-1:1:process \({PUBLISH_ATTEMPTS} attempts\).*KMSThrottling"):
+        n.publish_wakeup("work", "tail-call")
     assert len(sns.calls) == PUBLISH_ATTEMPTS and len(sleeps) == PUBLISH_ATTEMPTS - 1
     assert n.failures == 1 and n.published == 0
     assert sum(sleeps) <= sum(min(PUBLISH_BACKOFF_MAX_SECONDS, PUBLISH_BACKOFF_SECONDS * 2**i) for i in range(PUBLISH_ATTEMPTS - 1))

@@ -47,14 +47,14 @@ def test_outside_a_task_run_a_report_is_accepted_and_goes_nowhere():
         report_progress(math.nan)
 
 
-def test_a_progress_write_never_passes_triggers_stream_filter():
-    """The MODIFY a progress write makes (a TAKEN task with progress) wakes nothing: Trigger's stream filter passes
-    INSERTs of PENDING tasks and TTL deletions of PENDING tasks only."""
+def test_a_progress_write_never_passes_the_workers_stream_filter():
+    """The MODIFY a progress write makes (a TAKEN task with progress) starts nothing: the TaskStream filter passes
+    writes into PENDING, resume marks and TTL deletions of PENDING tasks only."""
     from local.template.filter_patterns import matches_any
     from tests.unit.test_local_patterns import template_filters
 
-    filters = template_filters()  # a task of queue "calls" (the Trigger's; queue "work" is stream-started)
-    image = {"taskId": {"S": "t"}, "queue": {"S": "calls"}, "taskStatus": {"S": "TAKEN"}, "progress": {"N": "40"},
+    filters = template_filters()
+    image = {"taskId": {"S": "t"}, "queue": {"S": "work"}, "taskStatus": {"S": "TAKEN"}, "progress": {"N": "40"},
              "progressMessage": {"S": "2 of 5"}}
     record = {"eventName": "MODIFY", "dynamodb": {"NewImage": image, "OldImage": {**image, "progress": {"N": "20"}}}}
     assert not matches_any(filters, record)

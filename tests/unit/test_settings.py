@@ -11,7 +11,7 @@ def test_defaults_when_only_the_table_is_set():
     assert (s.runner_capacity, s.fake_runner_duration_seconds, s.fake_runner_failure_rate) == (3, 15.0, 0.0)
     assert s.task_runner == ""  # no runner: a stack nobody gave a runner claims nothing (issue 28)
     assert s.queue_orders == {"work": Order.LIFO, "calls": Order.FIFO}
-    assert s.trigger_topic_arn is None
+    assert s.worker_wake_up_topic_arn is None
 
 
 def test_missing_table_names_the_variable():
@@ -53,9 +53,9 @@ def test_unknown_queue_lists_the_known_ones():
 def test_the_bounds_of_every_number_live_in_one_table_that_from_env_applies():
     from taskqueue.core.settings import BOUNDS
 
-    assert {"QUEUE_SHARDS", "DEFAULT_TTL_SECONDS", "RETENTION_SECONDS", "DEAD_LETTER_RETENTION_SECONDS", "MAX_ATTEMPTS", "LEASE_SECONDS", "PAGE_SIZE", "CLAIM_LANES",
+    assert {"QUEUE_SHARDS", "DEFAULT_TTL_SECONDS", "RETENTION_SECONDS", "DEAD_LETTER_RETENTION_SECONDS", "MAX_ATTEMPTS", "LEASE_SECONDS", "PAGE_SIZE",
             "TIME_BUDGET_SECONDS", "RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "RUNNER_CAPACITY",
-            "FAKE_RUNNER_DURATION_SECONDS", "FAKE_RUNNER_FAILURE_RATE", "WORKER_LINGER_SECONDS", "WORKER_TIMEOUT_SECONDS",
+            "FAKE_RUNNER_DURATION_SECONDS", "FAKE_RUNNER_FAILURE_RATE", "WORKER_TIMEOUT_SECONDS",
             "DEFAULT_RUN_SECONDS", "NOISY_GROUP_METRICS"} == set(BOUNDS)
     # The shortest run, so the shortest worker Timeout is accepted too (the two are checked together).
     base = {"QUEUE_TABLE_NAME": "t", "DEFAULT_RUN_SECONDS": "1"}

@@ -86,28 +86,33 @@ def test_table_stream_ttl_and_sparse_indexes():
     assert indexes["StatusIndex"]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
 
 
-def test_trigger_stream_delivers_only_inserts_and_ttl_deletions():
-    stream = events("TriggerFunction")["QueueStream"]["Properties"]
-    # Which records the filters pass (INSERTs, TTL removals of PENDING tasks; no MODIFY, no retention cleanup):
-    # tests/unit/test_local_patterns.py applies the template's filters to records; tests/e2e/test_wiring.py shows
-    # the engine delivering by them.
-    assert stream["FilterCriteria"]["Filters"]
-    # Trigger answers with batchItemFailures: without this Lambda would ignore them and retry the whole batch.
-    assert stream["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    for key, parameter in (("BatchSize", "TriggerBatchSize"), ("MaximumBatchingWindowInSeconds", "TriggerBatchingWindowSeconds")):
-        assert stream[key] == {"Ref": parameter}
-        # Limits Lambda enforces on a DynamoDB stream mapping: batch 1..10000, window 0..300 seconds.
-        low, high = {"BatchSize": (1, 10000), "MaximumBatchingWindowInSeconds": (0, 300)}[key]
-        assert low <= TPL["Parameters"][parameter]["Default"] <= high, parameter
-    assert stream["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": ["FailedEventsQueue", "Arn"]}
+STREAMS = (("ProcessTasksFunction", "TaskStream"), ("MatcherFunction", "CallStream"), ("MatcherFunction", "AgentStream"))
 
 
-def test_trigger_tail_calls_and_safety_net():
+def test_the_tables_streams_start_the_workers_at_once_and_hand_failures_on():
+    for function, name in STREAMS:
+        stream = events(function)[name]["Properties"]
+        # Which records the filters pass: tests/unit/test_local_patterns.py applies them to records; tests/e2e shows
+        # the engine delivering by them.
+        assert stream["FilterCriteria"]["Filters"], name
+        assert stream["MaximumBatchingWindowInSeconds"] == 0 and stream["BatchSize"] == 100, name
+        # A batch that keeps failing is split to find the record, then handed to FailedEventsQueue (FailedEventsAlarm).
+        assert stream["BisectBatchOnFunctionError"] is True and 1 <= stream["MaximumRetryAttempts"] <= 10, name
+        assert stream["DestinationConfig"]["OnFailure"] == {"Type": "SQS", "Destination": {"Fn::GetAtt": ["FailedEventsQueue", "Arn"]}}
+        # The stream is the start of new work: never switched off by a parameter (one design, reservation or none).
+        assert "Enabled" not in stream, name
+    for function, name in STREAMS[:2]:  # the queue table's: as many lanes per shard as the deployer asks
+        assert events(function)[name]["Properties"]["ParallelizationFactor"] == {"Ref": "StreamParallelization"}
+    lanes = TPL["Parameters"]["StreamParallelization"]
+    assert 1 <= lanes["MinValue"] <= lanes["Default"] <= lanes["MaxValue"] <= 10  # Lambda's range
+
+
+def test_trigger_is_the_safety_net_and_the_delayed_heads_target_only():
     ev = events("TriggerFunction")
-    assert ev["TailCall"]["Properties"]["Topic"] == {"Ref": "TriggerTopic"}
-    assert ev["SafetyNet"]["Type"] == "Schedule"
-    # A tail call whose wake-up could not be published fails the invocation and is retried by Lambda, inside an
-    # event age that the two retries (about 1 and 2 minutes apart) fit in.
+    assert set(ev) == {"SafetyNet"} and ev["SafetyNet"]["Type"] == "Schedule"
+    assert "TriggerTopic" not in RES
+    # A scheduled wake-up whose publish failed fails the invocation and is retried by Lambda, inside an event age that
+    # the two retries (about 1 and 2 minutes apart) fit in.
     config = RES["TriggerFunction"]["Properties"]["EventInvokeConfig"]
     assert config["MaximumRetryAttempts"] == 2
     assert 180 <= config["MaximumEventAgeInSeconds"] <= 900
@@ -136,19 +141,11 @@ def test_workers_subscribe_with_queue_filter_policies_and_reserve_no_concurrency
         assert wake["Topic"] == {"Ref": "WorkerWakeUpTopic"}
         assert wake["FilterPolicy"] == {"queue": [queue]}
         optional_reservation(function, concurrency)
-        if function == "MatcherFunction":  # several matchers write one shared plan: no claim lanes to size
-            assert "CLAIM_LANES" not in props["Environment"]["Variables"]
-            continue
-        # Claim lanes: the reservation when there is one, else the lanes parameter, at least 2 - so any number of
-        # workers may run and the running limit (RUNNER_CAPACITY by default once CLAIM_LANES > 1) still holds.
-        lanes = concurrency.replace("Concurrency", "ClaimLanes")
-        assert props["Environment"]["Variables"]["CLAIM_LANES"] == {
-            "Fn::If": [f"Has{concurrency}", {"Ref": concurrency}, {"Ref": lanes}]}
-        assert TPL["Parameters"][lanes]["MinValue"] >= 2
-        assert Settings(queue_table_name="t", claim_lanes=TPL["Parameters"][lanes]["MinValue"]).running_limit_of("work") == 3
-        # The reservation, when given, lies inside CLAIM_LANES's bounds.
+        assert "CLAIM_LANES" not in props["Environment"]["Variables"]
         assert re.compile(TPL["Parameters"][concurrency]["AllowedPattern"]).fullmatch("100")
         assert not re.compile(TPL["Parameters"][concurrency]["AllowedPattern"]).fullmatch("101")
+    # However many workers run (stream lanes, shards, a tail call), the running limit holds: RUNNER_CAPACITY unless set.
+    assert Settings(queue_table_name="t").running_limit_of("work") == 3
     process = RES["ProcessTasksFunction"]["Properties"]
     assert process["Environment"]["Variables"]["RUNNING_LIMIT"] == {"Ref": "WorkRunningLimit"}
     assert TPL["Parameters"]["WorkRunningLimit"]["Default"] == ""
@@ -245,19 +242,19 @@ def test_dead_letters_are_kept_apart_from_successful_tasks():
 
 def test_stream_mappings_start_where_no_record_is_skipped():
     """LATEST would skip every record written while a mapping is (re)created; TRIM_HORIZON reads from the oldest
-    record the stream keeps (24 h), and the record age bounds how far back a recreated mapping reads again."""
-    trigger = events("TriggerFunction")
-    for name in ("QueueStream", "AgentStream"):
-        props = trigger[name]["Properties"]
+    record the stream keeps (24 h), and the record age bounds how far back a recreated mapping reads again (its old
+    batches read their tasks before claiming: tests/integration/test_process_tasks_stream.py)."""
+    for function, name in STREAMS:
+        props = events(function)[name]["Properties"]
         assert props["StartingPosition"] == "TRIM_HORIZON", name
-        assert props["MaximumRecordAgeInSeconds"] == {"Ref": "TriggerMaximumRecordAgeSeconds"}, name
-    age = TPL["Parameters"]["TriggerMaximumRecordAgeSeconds"]
+        assert props["MaximumRecordAgeInSeconds"] == {"Ref": "StreamMaximumRecordAgeSeconds"}, name
+    age = TPL["Parameters"]["StreamMaximumRecordAgeSeconds"]
     # Lambda's range is 60..604800; the stream keeps records 24 h, so more than that means nothing.
     assert 60 <= age["MinValue"] <= age["Default"] <= age["MaxValue"] <= 86400
 
 
 def test_worker_wakeups_expire_and_do_not_fill_the_failed_events_queue():
-    """A wake-up carries only a queue name and the safety net re-wakes every queue each minute: a throttled
+    """A wake-up carries only a queue name and the safety net wakes every queue with work each minute: a throttled
     wake-up must expire within minutes, and is dropped, not parked beside real failures in FailedEventsQueue."""
     for function in ("ProcessTasksFunction", "MatcherFunction"):
         props = RES[function]["Properties"]
@@ -266,15 +263,9 @@ def test_worker_wakeups_expire_and_do_not_fill_the_failed_events_queue():
         # One retry after a function error (Lambda waits about a minute) still falls inside the age.
         assert config["MaximumRetryAttempts"] == 1, function
         assert "DestinationConfig" not in config, function
+        # Stream batches end there (the event sources' destination): `Type: SQS` makes SAM grant exactly
+        # sqs:SendMessage on the queue; SQSSendMessagePolicy would add SendMessageBatch, which nothing calls.
         assert not any("SQSSendMessagePolicy" in policy for policy in props["Policies"]), function
-    # Stream batches still end there (Trigger's event source mappings). `Type: SQS` makes SAM grant the role exactly
-    # sqs:SendMessage on the queue (tests/unit/test_iam_least_privilege.py checks the grant); SQSSendMessagePolicy
-    # would add SendMessageBatch, which nothing calls.
-    trigger = RES["TriggerFunction"]["Properties"]
-    for name in ("QueueStream", "AgentStream"):
-        on_failure = trigger["Events"][name]["Properties"]["DestinationConfig"]["OnFailure"]
-        assert on_failure == {"Type": "SQS", "Destination": {"Fn::GetAtt": ["FailedEventsQueue", "Arn"]}}
-    assert not any("SQSSendMessagePolicy" in policy for policy in trigger["Policies"])
 
 
 def test_create_tasks_scheduled_invocations_that_fail_land_in_the_failed_events_queue():
@@ -394,8 +385,8 @@ def test_topics_encrypted_and_policies_scoped():
         for policy in RES[function]["Properties"]["Policies"]:
             (name, scope), = policy.items()
             for wildcard in re.findall(r'"[^"]*\*[^"]*"', json.dumps(scope)):
-                # Only a name prefix of this stack's own resources (its wake-up schedules) may end in a wildcard.
-                assert "${AWS::StackName}-" in wildcard and wildcard.endswith('-*"'), f"{function} {name}: {wildcard}"
+                # Only this stack's own schedule group (its wake-up schedules) may end in a wildcard.
+                assert wildcard.endswith(':schedule/${WakeScheduleGroup}/*"'), f"{function} {name}: {wildcard}"
 
 
 def agent_table_actions(function: str) -> set[str]:
@@ -423,15 +414,13 @@ def test_agent_table_access_is_least_privilege_for_each_function():
         "dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
     # Matching: the head of a queue (Query); the match transaction updates the agent and deletes its entries.
     assert agent_table_actions("MatcherFunction") == {"dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-    # On the queue table AgentEvents writes a hung-up call (GetItem, UpdateItem of the call) and does the wake-up
-    # handshake of queue "calls" (UpdateItem of the queue's control item, a ReadyIndex query for a waiting call).
+    # On the queue table AgentEvents writes a hung-up call (GetItem, UpdateItem of the call), nothing else.
     queue_table = [st for p in RES["AgentEventsFunction"]["Properties"]["Policies"] for st in p.get("Statement", [])
                    if "QueueTable" in json.dumps(st["Resource"])]
     actions = sorted((a, json.dumps(st["Resource"])) for st in queue_table
                      for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]))
     assert actions == [
         ("dynamodb:GetItem", json.dumps({"Fn::GetAtt": ["QueueTable", "Arn"]})),
-        ("dynamodb:Query", json.dumps({"Fn::Sub": "${QueueTable.Arn}/index/ReadyIndex"})),
         ("dynamodb:UpdateItem", json.dumps({"Fn::GetAtt": ["QueueTable", "Arn"]})),
     ]
 
@@ -466,15 +455,6 @@ def test_billing_mode_is_on_demand_by_default_and_provisioned_scales_every_table
         assert policy["Condition"] == "Provisioned" and policy["Properties"]["PolicyType"] == "TargetTrackingScaling"
         config = policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]
         assert config["TargetValue"] == {"Ref": "AutoScalingTargetUtilization"}
-
-
-def test_the_streams_window_outlasts_a_dead_watchers_lease():
-    """A task written while a dead watcher was still trusted is woken by the stream's Trigger: its window must end after
-    the watch lease lapsed (docs/wakeups.md), or Trigger finds the dead watcher still trusted and wakes nobody."""
-    from taskqueue.core.handshake import WATCH_LEASE_SECONDS
-
-    default = TPL["Parameters"]["TriggerBatchingWindowSeconds"]["Default"]
-    assert WATCH_LEASE_SECONDS <= default <= 2 * WATCH_LEASE_SECONDS
 
 
 @pytest.mark.parametrize(

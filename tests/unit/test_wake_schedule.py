@@ -58,7 +58,10 @@ def test_a_retry_at_the_horizons_edge_is_never_left_to_the_safety_net():
     assert ws.schedule_step(NOW + int(due_in * 1000) - 50, None, NOW) is ScheduleStep.SCHEDULE  # a moment later
 
 
-def test_the_schedule_is_named_from_the_stack_and_the_queue_within_schedulers_limits():
-    assert ws.schedule_name("mystack-wake", "work") == "mystack-wake-work"
-    name = ws.schedule_name("s" * 60, "a queue/x")
-    assert len(name) == 64 and " " not in name and "/" not in name
+def test_the_schedule_is_named_from_the_queue_within_schedulers_limits_whatever_the_stacks_name():
+    """Before: ``<stack>-wake-<queue>`` cut to 64 characters, which for a stack name of 59 or more fell outside the
+    IAM grant's pattern (every delayed wake-up refused). The stack's own schedule group now holds the name."""
+    assert ws.schedule_name("work") == "wake-work"
+    assert ws.schedule_name("a queue/x") == "wake-a-queue-x"
+    long = ws.schedule_name("q" * 64)
+    assert len(long) <= 64 and long.startswith("wake-" + "q" * 50) and long != ws.schedule_name("q" * 63 + "r")

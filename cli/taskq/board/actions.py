@@ -1,18 +1,18 @@
 """The board's actions: POSTs only, each carrying the session's CSRF token (checked by CSRFProtect before any of
-these runs), each calling exactly what the matching ``taskq`` command calls — the store's operation, then
-``task_commands.wake`` where the command wakes the queue — with the same refusals. With ``--read-only`` every one
+these runs), each calling exactly what the matching ``taskq`` command calls — the store's operation (whose write the
+table's stream hands to the queue's worker) — with the same refusals. With ``--read-only`` every one
 answers 403 and changes nothing.
 
 | board action | taskq command | store operation |
 |---|---|---|
-| retry (a FAILURE or CANCELLED task) | ``redrive ID`` | ``redrive``, then wake |
+| retry (a FAILURE or CANCELLED task) | ``redrive ID`` | ``redrive`` |
 | cancel / reprioritize / touch | ``cancel`` / ``reprioritize`` / ``touch`` | the same |
-| pause / resume | ``pause`` / ``resume`` | ``pause`` / ``resume``, then wake |
+| pause / resume | ``pause`` / ``resume`` | ``pause`` / ``resume`` |
 | purge a state (the queue's name typed to confirm) | ``purge --state`` (y/N) | ``check_purgeable``, ``purge`` |
-| retry all (a queue's FAILURE/CANCELLED tasks) | ``retry-all --queue`` | ``redrive_all``, then wake |
-| retry all of a filtered list | (``redrive`` of each) | ``redrive_many``, then wake |
+| retry all (a queue's FAILURE/CANCELLED tasks) | ``retry-all --queue`` | ``redrive_all`` |
+| retry all of a filtered list | (``redrive`` of each) | ``redrive_many`` |
 | a group's limits (concurrency, rate; or back to the defaults) | ``group set`` | ``set_group_settings`` |
-| pause a group for N seconds / resume it | ``group pause --for`` / ``group resume`` | ``set_group_settings``; resume wakes |
+| pause a group for N seconds / resume it | ``group pause --for`` / ``group resume`` | ``set_group_settings``; resume: ``note_resumed`` |
 
 After an action the browser is sent back where it came from (POST, redirect, GET) with one line saying what
 happened.
@@ -26,7 +26,6 @@ from flask.typing import ResponseReturnValue
 from taskq.board import reads
 from taskq.board.services import Board
 from taskq.board.views import task_id_of, task_url
-from taskq.task_commands import wake
 from taskqueue.client.groups import pause_until_ms, rate_of
 from taskqueue.core.errors import InvalidTaskInput, TaskQueueError
 from taskqueue.core.states import TaskStatus
@@ -75,11 +74,6 @@ def _queue() -> str:
     return queue
 
 
-def _woken(queues: list[str], reason: str) -> str:
-    _, note = wake(board().target, queues, False, reason)
-    return f" ({note})" if note else ""
-
-
 # ---- one task ----------------------------------------------------------------------------------------------------
 
 
@@ -92,7 +86,7 @@ def retry(task_id: str | None = None) -> ResponseReturnValue:
         task = board().store.redrive(task_id)
     except TaskQueueError as exc:
         return refused(exc, page)
-    return done(f"retried {task.task_id}: now PENDING, attempts reset{_woken([task.queue], 'redrive')}", page)
+    return done(f"retried {task.task_id}: now PENDING, attempts reset", page)
 
 
 @blueprint.post("/tasks/<task_id>/cancel")
@@ -154,7 +148,7 @@ def resume() -> ResponseReturnValue:
         board().store.resume(queue)
     except TaskQueueError as exc:
         return refused(exc)
-    return done(f"resumed queue {queue!r}: workers claim from it again{_woken([queue], 'resume')}")
+    return done(f"resumed queue {queue!r}: its worker starts and claims from it again")
 
 
 @blueprint.post("/purge")
@@ -193,7 +187,7 @@ def retry_all() -> ResponseReturnValue:
     text = f"retried {len(redriven)} {status} task(s) of queue {queue!r}: now PENDING, attempts reset"
     if skipped:
         text += f"; skipped {len(skipped)} that changed meanwhile (first: {skipped[0][1]})"
-    return done(text + (_woken([queue], "redrive") if redriven else ""))
+    return done(text)
 
 
 def _filter(queue: str, status: TaskStatus) -> reads.TaskFilter:
@@ -258,6 +252,7 @@ def group_resume() -> ResponseReturnValue:
     try:
         queue, group = _queue(), _group()
         board().store.set_group_settings(queue, group, clear=["pause"])
+        board().store.note_resumed(queue)  # the queue's worker starts
     except TaskQueueError as exc:
         return refused(exc, page)
-    return done(f"resumed group {group!r} of queue {queue!r}{_woken([queue], 'resume')}", page)
+    return done(f"resumed group {group!r} of queue {queue!r}", page)

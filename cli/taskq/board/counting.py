@@ -38,7 +38,7 @@ from taskqueue.store.counts import DepthPartition, PartitionCount
 __all__ = ["BackgroundValue", "BoardDepth", "Cell", "CountKeeper", "ReadMeter"]
 
 # Dollars per million on-demand read request units (the board's reads are all eventually consistent but the
-# claim lanes' GetItem).
+# slots' and the pause's GetItem).
 DOLLARS_PER_MILLION_READ_UNITS = 0.125
 READ_OPERATIONS = frozenset({"Query", "Scan", "GetItem", "BatchGetItem", "TransactGetItems"})
 

@@ -43,8 +43,6 @@ class QueueRow:
     order: str
     depth: BoardDepth
     control: QueueControl
-    claim_lanes: int
-    lanes_held: int
     series: QueueSeries
 
 
@@ -58,8 +56,6 @@ def queue_rows(board: Board, now_ms: int) -> list[QueueRow]:
             order=board.target.settings.order_of(queue).value,
             depth=board.counts.depth(queue, now_ms),
             control=store.control(queue),
-            claim_lanes=board.target.settings.claim_lanes,
-            lanes_held=store.claim_lanes_held(queue),
             series=series[queue],
         ))
     return rows

@@ -4,11 +4,11 @@ top to bottom of this list (tests/unit/test_layering.py checks it):
     client/     what an application imports: TaskQueueClient, task creation (CreateTasks' path), stack discovery
     services    the wiring a handler needs, built once from the environment
     matching/   the matching queue: agent rules and items, pairing, the shared plan, the Matcher's loop, hang-ups
-    work/       the work queue's worker: the claim loop, claim control, slots, leases, progress, outcomes, the runner
-    wakeups/    how a queue's worker is woken: SNS, the producers' handshake, a worker's watch, the backstops
+    work/       the work queue's worker: one loop for every start, slots, leases, progress, outcomes, the runner
+    wakeups/    the starts a worker's own code makes or needs: SNS wake-ups, the safety net, the delayed head's schedule
     observe/    what users see while it runs: one trace from producer to runner, the queue metrics
     store/      the queue table's one adapter (the only code that sends DynamoDB requests, through store.dynamo)
-    core/       pure rules and values: states, keys, the task model, settings, errors, clock, the handshake's rules
+    core/       pure rules and values: states, keys, the task model, settings, errors, clock, the queue's record
 
 Public module paths (stable; what runners and applications import, as README.md and docs/runner.md show them):
 ``taskqueue.client``, ``taskqueue.errors``, ``taskqueue.model``, ``taskqueue.lease``, ``taskqueue.progress``,

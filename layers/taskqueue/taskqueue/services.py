@@ -20,16 +20,14 @@ from taskqueue.matching.rules import DEFAULT_ATTRIBUTES, MatchSettings, attribut
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
 from taskqueue.wakeups.notify import Notifier
-from taskqueue.wakeups.producer import ProducerHandshake
 from taskqueue.work.lease_marks import MarkChoice
-from taskqueue.work.stream_start import ArrivalHistory
 
 
 @dataclass(frozen=True)
 class Services:
     settings: Settings
     store: TaskStore
-    notifier: Notifier
+    notifier: Notifier | None  # the wake-up topic (a worker's tail call, Trigger's wake-ups); None for a producer
     clock: Clock
     # The matching queue and its attributes (MATCH_QUEUE, MATCH_ATTRIBUTES): a call is checked at creation.
     call_queue: str = "calls"
@@ -38,8 +36,6 @@ class Services:
     wakeups: DelayedWakeups | None = None
     # How this execution environment's tasks ended lately (its workers' lease marks, taskqueue.work.lease_marks).
     marks: MarkChoice = field(default_factory=MarkChoice)
-    # How many new tasks the stream handed this execution environment lately (stream starts, taskqueue.work.stream_start).
-    arrivals: ArrivalHistory = field(default_factory=ArrivalHistory)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Services:
@@ -61,11 +57,6 @@ class Services:
                     "group",
                 )
             check_call_payload(request.payload, self.call_attributes)
-
-    @property
-    def handshake(self) -> ProducerHandshake:
-        """The producers' side of the wake-up handshake, on this store and notifier."""
-        return ProducerHandshake(self.store, self.notifier, self.clock)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from taskqueue.client.queue_client import Enqueued, TaskQueueClient, WakeUp
 
-# What ``from taskqueue.client import ...`` gives an application: the client, what ``enqueue`` returns, and the
-# wake-up outcome it carries.
+# What ``from taskqueue.client import ...`` gives an application: the client, what ``enqueue`` returns, and how the
+# worker learns of the task (``WakeUp``).
 __all__ = ["Enqueued", "TaskQueueClient", "WakeUp"]
 
 

@@ -32,14 +32,10 @@ STACK_FILE = Path(".taskq") / "local-stack.json"
 OUTPUT_VARIABLES: dict[str, tuple[str, ...]] = {
     "QueueTableName": ("QUEUE_TABLE_NAME",),
     "AgentTableName": ("AGENT_TABLE_NAME",),
-    "TriggerTopicArn": ("TRIGGER_TOPIC_ARN",),
     "WorkerWakeUpTopicArn": ("WORKER_WAKE_UP_TOPIC_ARN", "PROCESS_TASKS_TOPIC_ARN"),
     "ProcessTasksTopicArn": ("WORKER_WAKE_UP_TOPIC_ARN", "PROCESS_TASKS_TOPIC_ARN"),
     "FailedEventsQueueUrl": ("FAILED_EVENTS_QUEUE_URL",),
     "QueueOrders": ("QUEUE_ORDERS",),  # not an output of today's template (its Globals fix work=LIFO,calls=FIFO)
-    # Stream starts (issue 29): absent on a stack with ProcessTasks' reserved concurrency, or deployed before them, whose
-    # producers keep the wake-up handshake.
-    "StreamStartQueues": ("STREAM_START_QUEUES",),
 }
 # Stack parameters that change how the stores read the tables.
 PARAMETER_VARIABLES: dict[str, str] = {

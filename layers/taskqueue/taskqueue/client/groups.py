@@ -23,7 +23,6 @@ from taskqueue.core.errors import InvalidTaskInput
 from taskqueue.core.fairness import GroupLimits
 from taskqueue.services import Services
 from taskqueue.store import GroupsView, GroupView
-from taskqueue.wakeups.producer import ProducerHandshake
 
 # The longest pause one call sets (a Retry-After of days is a mistake more often than a wish).
 MAX_PAUSE_SECONDS = 30 * 86400
@@ -70,10 +69,9 @@ def rate_of(rate: str | tuple[int, float] | None) -> tuple[int, float] | None:
 
 
 class GroupControls:
-    """What ``TaskQueueClient`` offers for groups (it sets ``services`` and ``_handshake``)."""
+    """What ``TaskQueueClient`` offers for groups (it sets ``services``)."""
 
     services: Services
-    _handshake: ProducerHandshake
 
     def set_group_limits(self, group: str, *, queue: str = "work", concurrency: int | None = None,
                          rate: str | tuple[int, float] | None = None, clear: Iterable[str] = ()) -> GroupLimits:
@@ -93,9 +91,9 @@ class GroupControls:
         return self.services.store.set_group_settings(queue, group, paused_until_ms=until)
 
     def resume_group(self, group: str, *, queue: str = "work") -> GroupLimits:
-        """End ``group``'s pause now, and wake the queue's workers as a producer does (its tasks may be claimed)."""
+        """End ``group``'s pause now; the queue's worker starts (its tasks may be claimed)."""
         limits = self.services.store.set_group_settings(queue, group, clear=["pause"])
-        self._handshake.after_write(queue, reason="resume")
+        self.services.store.note_resumed(queue)
         return limits
 
     def group(self, group: str, *, queue: str = "work") -> GroupView:

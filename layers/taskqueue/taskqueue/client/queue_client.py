@@ -14,28 +14,18 @@ Enqueueing is CreateTasks' own path: the request is checked by ``model.parse_cre
 schema (schemas/create_tasks.schema.json) with the same errors (``InvalidField`` naming the field; nothing is
 written), and written by ``taskqueue.client.create.create_tasks`` with the client's ``Services``, so what CreateTasks does
 when it creates tasks (a caller's ``task_id`` makes the enqueue idempotent: sending it again creates nothing new)
-the client does too, the wake-up handshake included (docs/wakeups.md).
+the client does too. A producer writes its tasks and nothing else: the table's stream starts the queue's worker
+(docs/wakeups.md). ``enqueue`` returns an ``Enqueued``, the task id (a ``str``, so ``task_id = queue.enqueue(...)``
+works) that also says whether it was ``created`` (False: a task with this id existed already).
 
-What happened to the wake-up: ``enqueue`` returns an ``Enqueued``, the task id (a ``str``, so ``task_id =
-queue.enqueue(...)`` works as it always did) that also carries ``wakeup``, the value CreateTasks answers as
-``wakeup`` (a ``WakeUp``, itself a ``str``): ``woken`` (a worker was woken), ``watched`` (a worker already watches
-the queue and takes the task), ``in-flight`` (a wake-up sent a moment ago is on its way), ``paused`` (the queue is
-paused: ``taskq resume`` wakes it), or ``failed``, with ``wakeup.cause`` (``no-topic``, ``access-denied``,
-``not-found``, ``error``) and ``wakeup.problem`` (what was refused and what to do). ``enqueue_many`` and ``create``
-answer a ``CreateSummary`` whose ``wakeup`` is the same. A failed wake-up never loses the tasks: they are written,
-and the backstops (the table's stream, the safety net) start them within about a minute instead of half a second.
-By default the client logs one warning per cause (logger ``taskqueue.client``); ``strict=True`` (on ``connect`` or
-per call) raises ``taskqueue.core.errors.WakeUpFailed`` instead, after the write.
-
-Permissions (the stack's output ``ProducerPolicyArn`` is a managed policy with exactly the first two lines: attach
-it to your application's role):
+Permissions (the stack's output ``ProducerPolicyArn`` is a managed policy with exactly the first line: attach it to
+your application's role):
 
 - enqueue: ``dynamodb:BatchWriteItem`` (tasks with generated ids) and ``dynamodb:PutItem`` (a caller's ``task_id``,
   conditional) on the queue table; ``dynamodb:UpdateItem`` on the queues' control items (``taskId`` ``queue#<name>``:
-  the handshake's touch and wake-up claim, a delayed task's announcement);
-- the wake-up: ``sns:Publish`` on the stack's WorkerWakeUpTopic (output ``WorkerWakeUpTopicArn``; not TriggerTopic);
+  a delayed task's announcement of the queue's delayed head);
 - reads (``get``, ``wait``, ``dead_letters``): ``dynamodb:GetItem``, ``BatchGetItem`` and ``Query`` (the StatusIndex);
-  ``cancel`` and ``redrive``: ``GetItem`` and ``UpdateItem`` on the task, and a redrive wakes as an enqueue does.
+  ``cancel`` and ``redrive``: ``GetItem`` and ``UpdateItem`` on the task (a redriven task's write starts the worker).
 
 Installable on its own: ``pip install <this repository>`` (pyproject.toml) gives ``taskqueue`` and its dependencies.
 """
@@ -43,25 +33,22 @@ Installable on its own: ``pip install <this repository>`` (pyproject.toml) gives
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping
 from typing import Any
 
 from botocore.config import Config
 
 from taskqueue.client import discovery
-from taskqueue.client.create import CreateSummary, create_tasks
+from taskqueue.client.create import CreateSummary, WakeUp, create_tasks
 from taskqueue.client.groups import GroupControls
 from taskqueue.core.clock import Clock, SystemClock
-from taskqueue.core.errors import ConfigError, TaskQueueError, WaitTimedOut, WakeUpFailed
+from taskqueue.core.errors import TaskQueueError, WaitTimedOut
 from taskqueue.core.model import Task, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import FINISHED, TaskStatus
 from taskqueue.core.trace_context import context_of
 from taskqueue.services import Services, calls_of
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.notify import Notifier
-from taskqueue.wakeups.producer import NO_TOPIC, ProducerHandshake, WakeUp, no_topic
 
 CONFIG = Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=5, read_timeout=30)
 # How often ``wait`` reads the task, at first; the pause doubles up to WAIT_POLL_MAX_SECONDS.
@@ -70,16 +57,15 @@ WAIT_POLL_MAX_SECONDS = 5.0
 # The dead-letter states: a task there runs no more until it is redriven.
 DEAD_LETTER_STATES = (TaskStatus.FAILURE, TaskStatus.CANCELLED)
 
-__all__ = ["Enqueued", "TaskQueueClient", "WakeUp", "WakeUpFailed"]
+__all__ = ["Enqueued", "TaskQueueClient", "WakeUp"]
 
 logger = logging.getLogger("taskqueue.client")
 
 
 class Enqueued(str):
     """An enqueued task's id (a ``str``: pass it to ``get``, ``wait``, ``cancel``, store it, compare it) that also says
-    what happened: ``wakeup`` (a ``WakeUp``: ``woken``, ``watched``, ``in-flight``, ``paused`` or ``failed``, with
-    ``cause`` and ``problem`` then), ``created`` (False: a task with this id existed already, nothing was written) and
-    ``queue``."""
+    what happened: ``created`` (False: a task with this id existed already, nothing was written), ``queue``, and
+    ``wakeup`` (``WakeUp.STREAM``: the table's stream starts the queue's worker)."""
 
     queue: str
     created: bool
@@ -99,17 +85,11 @@ class Enqueued(str):
 
 
 class TaskQueueClient(GroupControls):
-    """A producer's handle on the queues of one stack (a group's limits and pause: ``taskqueue.client.groups``). ``services``: the queue table, the wake-up topic and the clock
-    (tests hand in fakes: a FakeClock makes ``wait`` instant). ``strict``: raise ``WakeUpFailed`` when an enqueue's
-    wake-up fails instead of logging a warning (once per cause); each call may say otherwise."""
+    """A producer's handle on the queues of one stack (a group's limits and pause: ``taskqueue.client.groups``).
+    ``services``: the queue table and the clock (tests hand in fakes: a FakeClock makes ``wait`` instant)."""
 
-    def __init__(self, services: Services, *, strict: bool = False) -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
-        self.strict = strict
-        # The client reports failed wake-ups itself (a warning per cause, or WakeUpFailed), not the layer per call.
-        self._handshake = ProducerHandshake(services.store, services.notifier, services.clock, log_failures=False)
-        self._warned: set[str] = set()
-        self._warned_lock = threading.Lock()
 
     @classmethod
     def connect(
@@ -123,19 +103,11 @@ class TaskQueueClient(GroupControls):
         endpoint_url: str | None = None,
         env: Mapping[str, str] | None = None,
         clock: Clock | None = None,
-        wake_up_topic_arn: str | None = None,
-        strict: bool = False,
     ) -> TaskQueueClient:
         """The queues of a deployed stack (``stack_name``: names and limits from its outputs and parameters), of a
         table (``table_name``, with the rest from QUEUE_* variables), or of the running local stack (``local``, or
         nothing given: found by itself, as ``taskq`` finds it). ``env``: the variables to read (default os.environ).
-
-        ``wake_up_topic_arn``: the stack's WorkerWakeUpTopicArn output, which a stack name gives by itself; with
-        ``table_name`` alone no topic is known (unless WORKER_WAKE_UP_TOPIC_ARN is set), so no enqueue can wake a
-        worker and tasks start only when the backstops find them, within about a minute: the client says so with a
-        warning here, and a ``strict`` client refuses to connect (ConfigError). The credentials need the permissions
-        in this module's docstring: the stack's ``ProducerPolicyArn`` output for enqueueing and waking (DynamoDB
-        BatchWriteItem, PutItem and UpdateItem on the queue table, sns:Publish on WorkerWakeUpTopic)."""
+        The credentials need the permissions in this module's docstring (the stack's ``ProducerPolicyArn`` output)."""
         import os
 
         environ = os.environ if env is None else env
@@ -151,8 +123,6 @@ class TaskQueueClient(GroupControls):
         variables = dict(environ) | (stack.env() if stack is not None else {})
         if table_name:
             variables["QUEUE_TABLE_NAME"] = table_name
-        if wake_up_topic_arn:
-            variables["WORKER_WAKE_UP_TOPIC_ARN"] = wake_up_topic_arn
         if not variables.get("QUEUE_TABLE_NAME", "").strip():
             raise discovery.DiscoveryError(discovery.no_table_message())
         settings = Settings.from_env(variables)
@@ -160,37 +130,19 @@ class TaskQueueClient(GroupControls):
         endpoint = discovery.endpoint_for(stack, endpoint_url)
         clock = clock or SystemClock()
         store = TaskStore(session.client("dynamodb", endpoint_url=endpoint, config=CONFIG), settings, clock)
-        notifier = Notifier(session.client("sns", endpoint_url=endpoint, config=CONFIG), settings)
-        client = cls(Services(settings, store, notifier, clock, *calls_of(variables)), strict=strict)
-        if client.wake_up_topic_arn is None:
-            problem = no_topic().problem
-            if strict:
-                raise ConfigError(f"a strict client must be able to wake workers: {problem}")
-            client._warn_once(NO_TOPIC, f"enqueued tasks will wait for the backstops (about a minute): {problem}")
-        return client
+        return cls(Services(settings, store, None, clock, *calls_of(variables)))
 
     @property
     def settings(self) -> Settings:
         return self.services.settings
 
-    @property
-    def wake_up_topic_arn(self) -> str | None:
-        """The topic this client publishes wake-ups on (WorkerWakeUpTopic; TriggerTopic if only that is known);
-        None: none is known, and every wake-up ``failed`` with cause ``no-topic``."""
-        return self._handshake.topic_arn
-
     # ---- enqueue ------------------------------------------------------------------------------------------
 
-    def create(self, request: Mapping[str, Any], *, strict: bool | None = None) -> CreateSummary:
-        """Create the tasks of a CreateTasks request, exactly as CreateTasks does (same checks, same errors); the
-        summary's ``wakeup`` says what the wake-up did (``strict``: raise WakeUpFailed if it failed)."""
+    def create(self, request: Mapping[str, Any]) -> CreateSummary:
+        """Create the tasks of a CreateTasks request, exactly as CreateTasks does (same checks, same errors)."""
         parsed = parse_create_request(dict(request), self.settings)
         self.services.check_request(parsed)
-        # The same path as CreateTasks: the tasks, then the wake-up handshake (the queue's worker is woken at once
-        # unless one watches the queue).
-        summary = create_tasks(parsed, self.services.store, self.services.clock.now_ms(), None, self._handshake)
-        self._report(summary.wakeup, summary.queue, summary.task_ids, strict)
-        return summary
+        return create_tasks(parsed, self.services.store, self.services.clock.now_ms())
 
     def enqueue(
         self,
@@ -204,23 +156,18 @@ class TaskQueueClient(GroupControls):
         max_attempts: int | None = None,
         run_seconds: int | None = None,
         group: str | None = None,
-        strict: bool | None = None,
         trace: object = None,
     ) -> Enqueued:
-        """One task; its id, as an ``Enqueued`` (a ``str``) whose ``wakeup`` says what the wake-up did. With
-        ``task_id`` the enqueue is idempotent: the same id again creates nothing new (a retry after a timeout is
-        safe). Unset options take CreateTasks' defaults (DEFAULT_TTL_SECONDS, ...). ``strict`` (default: the
-        client's): raise ``WakeUpFailed`` if the wake-up failed (the task is written all the same). ``group``: the
-        task's fair-share group (a tenant, a customer: ``taskqueue.client.groups``); None: the default group.
-        ``trace``: the producer's trace context (a ``traceparent`` or X-Ray header, a mapping of headers, a
-        ``taskqueue.tracing.TraceContext``); None: the active OpenTelemetry span or X-Ray segment's, if any
-        (docs/tracing.md: each attempt's span joins that trace)."""
+        """One task; its id, as an ``Enqueued`` (a ``str``). With ``task_id`` the enqueue is idempotent: the same id
+        again creates nothing new (a retry after a timeout is safe). Unset options take CreateTasks' defaults
+        (DEFAULT_TTL_SECONDS, ...). ``group``: the task's fair-share group (a tenant, a customer:
+        ``taskqueue.client.groups``); None: the default group. ``trace``: the producer's trace context (a
+        ``traceparent`` or X-Ray header, a mapping of headers, a ``taskqueue.tracing.TraceContext``); None: the
+        active OpenTelemetry span's or X-Ray segment's, if any (docs/tracing.md: each attempt's span joins it)."""
         summary = self.enqueue_many(payload, queue=queue, task_ids=[task_id] if task_id is not None else None,
                                     priority=priority, delay_seconds=delay_seconds, ttl_seconds=ttl_seconds,
-                                    max_attempts=max_attempts, run_seconds=run_seconds, group=group, strict=strict,
-                                    trace=trace)
-        return Enqueued(summary.task_ids[0], queue=summary.queue, created=summary.created == 1,
-                        wakeup=_as_wakeup(summary.wakeup))
+                                    max_attempts=max_attempts, run_seconds=run_seconds, group=group, trace=trace)
+        return Enqueued(summary.task_ids[0], queue=summary.queue, created=summary.created == 1, wakeup=summary.wakeup)
 
     def enqueue_many(
         self,
@@ -235,11 +182,10 @@ class TaskQueueClient(GroupControls):
         max_attempts: int | None = None,
         run_seconds: int | None = None,
         group: str | None = None,
-        strict: bool | None = None,
         trace: object = None,
     ) -> CreateSummary:
-        """``count`` tasks (or one per id of ``task_ids``, idempotent) with the same payload and options; one wake-up
-        for them all, reported as the summary's ``wakeup`` (``strict`` and ``trace`` as for ``enqueue``)."""
+        """``count`` tasks (or one per id of ``task_ids``, idempotent) with the same payload and options (``trace``
+        as for ``enqueue``)."""
         fields = {"queue": queue, "payload": dict(payload) if payload is not None else None, "count": count,
                   "taskIds": list(task_ids) if task_ids is not None else None, "priority": priority,
                   "delaySeconds": delay_seconds, "ttlSeconds": ttl_seconds, "maxAttempts": max_attempts,
@@ -247,25 +193,7 @@ class TaskQueueClient(GroupControls):
         context = context_of(trace)
         if context is not None:
             fields |= context.attributes()
-        return self.create({name: value for name, value in fields.items() if value is not None}, strict=strict)
-
-    def _report(self, wakeup: str, queue: str, task_ids: tuple[str, ...], strict: bool | None) -> None:
-        """A failed wake-up: raise WakeUpFailed (strict), else warn once per cause."""
-        wakeup = _as_wakeup(wakeup)
-        if not wakeup.failed:
-            return
-        if self.strict if strict is None else strict:
-            raise WakeUpFailed(queue, tuple(task_ids), wakeup.cause, wakeup.problem)
-        self._warn_once(wakeup.cause or "failed", f"the wake-up of queue {queue!r} failed ({wakeup.cause}): "
-                        f"{wakeup.problem}; the tasks are written and the backstops start them within about a minute "
-                        "(this warning is given once per cause; strict=True raises instead)")
-
-    def _warn_once(self, key: str, message: str) -> None:
-        with self._warned_lock:
-            if key in self._warned:
-                return
-            self._warned.add(key)
-        logger.warning(message)
+        return self.create({name: value for name, value in fields.items() if value is not None})
 
     # ---- read, wait, cancel ----------------------------------------------------------------------------------
 
@@ -309,15 +237,6 @@ class TaskQueueClient(GroupControls):
             raise TaskQueueError(f"{status} is not a dead-letter state: ask for FAILURE or CANCELLED")
         return self.services.store.list_tasks(queue, status.value, limit, None).tasks
 
-    def redrive(self, task_id: str, ttl_seconds: int | None = None, *, strict: bool | None = None) -> Task:
-        """A FAILURE or CANCELLED task back to PENDING, attempts reset, a fresh ttl; its queue's worker is woken
-        the way a producer wakes it (the wake-up handshake; if that fails, the safety net finds the task within a
-        minute, and the client warns, or raises WakeUpFailed when ``strict``)."""
-        task = self.services.store.redrive(task_id, ttl_seconds=ttl_seconds)
-        wakeup = self._handshake.after_write(task.queue, reason="redrive")  # work made claimable: as a producer's
-        self._report(wakeup, task.queue, (task.task_id,), strict)
-        return task
-
-
-def _as_wakeup(wakeup: str) -> WakeUp:
-    return wakeup if isinstance(wakeup, WakeUp) else WakeUp(wakeup)
+    def redrive(self, task_id: str, ttl_seconds: int | None = None) -> Task:
+        """A FAILURE or CANCELLED task back to PENDING, attempts reset, a fresh ttl (its write starts the worker)."""
+        return self.services.store.redrive(task_id, ttl_seconds=ttl_seconds)

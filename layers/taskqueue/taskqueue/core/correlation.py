@@ -1,10 +1,10 @@
 """Following one task across functions: the ids a wake-up carries, and the log lines that show them.
 
 A task's creating request id (CreateTasks' Lambda request id, stored as ``requestId``) is the *correlation id*.
-Trigger puts it and the task's id on the wake-up it publishes for that task (SNS message attributes
-``correlation_id`` and ``task_id``); the woken worker logs every line of its invocation under that correlation
-id, and its tail call and Trigger's relay of it carry the same attributes on. A wake-up without them (the safety
-net, a direct invoke, a redrive) starts a new chain: the invocation's own request id. docs/operations.md has the
+A worker started by the table's stream logs every line of its invocation under the creating request of the first task
+its batch names, and its tail call carries that id and the task's on (SNS message attributes ``correlation_id`` and
+``task_id``) to the next worker. A start without them (the safety net, a scheduled wake-up, a direct invoke) begins a
+new chain: the invocation's own request id. docs/operations.md has the
 CloudWatch Logs Insights query that follows one task.
 """
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS, WakeRecord
+from taskqueue.core.record import INDEX_LAG_ALLOWANCE_SECONDS, QueueRecord
 
 
 def delayed_due(head_ms: int | None, now_ms: int) -> bool:
@@ -41,13 +41,13 @@ def earliest(*heads: int | None) -> int | None:
     return min(known, default=None)
 
 
-def may_raise(seen: WakeRecord, look_started_ms: int, lag_seconds: float = INDEX_LAG_ALLOWANCE_SECONDS) -> bool:
+def may_raise(seen: QueueRecord, look_started_ms: int, lag_seconds: float = INDEX_LAG_ALLOWANCE_SECONDS) -> bool:
     """May a look that began at ``look_started_ms`` raise the head ``seen`` shows? Only if every entry announced
     by then shows in the index (the lag allowance after the last announcement)."""
     return look_started_ms >= seen.delayed_at_ms + int(lag_seconds * 1000)
 
 
-def raised(seen: WakeRecord, found_ms: int | None) -> bool:
+def raised(seen: QueueRecord, found_ms: int | None) -> bool:
     """Would writing ``found_ms`` (the earliest entry a look found; ``None``: none) change the head?"""
     if found_ms is None:
         return seen.delayed_head_ms is not None
@@ -71,7 +71,7 @@ class DelayedScope:
     seq: int
 
 
-def scope_of(found: Iterable[Part], seen: WakeRecord | None, look_started_ms: int) -> DelayedScope | None:
+def scope_of(found: Iterable[Part], seen: QueueRecord | None, look_started_ms: int) -> DelayedScope | None:
     """The scope a full look that began at ``look_started_ms`` with the record ``seen`` gives: ``None`` (read every
     delayed partition) when some entry ``seen`` announces may not show in the index yet."""
     if seen is None or not may_raise(seen, look_started_ms):

@@ -88,22 +88,3 @@ class InvalidField(InvalidTaskInput):
         super().__init__(message)
         self.field = field
 
-
-class WakeUpFailed(TaskQueueError):
-    """Tasks were written, but their queue's worker could not be woken (a strict producer client, ``strict=True`` in
-    ``taskqueue.client``). The tasks are safe: the backstops (the table's stream, the safety net) start them within
-    about a minute. ``task_ids``: what was written (enqueue them again only with the same ids, which is idempotent);
-    ``cause``: ``no-topic``, ``access-denied``, ``not-found`` or ``error``; ``problem``: what was refused and what to
-    do (e.g. grant ``sns:Publish`` on the stack's WorkerWakeUpTopic: its ProducerPolicyArn output)."""
-
-    def __init__(self, queue: str, task_ids: tuple[str, ...], cause: str | None, problem: str | None) -> None:
-        shown = ", ".join(task_ids[:5]) + (f", ... ({len(task_ids)} in all)" if len(task_ids) > 5 else "")
-        super().__init__(
-            f"the task(s) {shown} were written to queue {queue!r}, but its worker was not woken ({cause}): {problem}. "
-            "Until that is fixed the tasks wait for the backstops (about a minute); with strict=False the client "
-            "only warns"
-        )
-        self.queue = queue
-        self.task_ids = task_ids
-        self.cause = cause
-        self.problem = problem

@@ -36,12 +36,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "MAX_ATTEMPTS": (1, 100),
     "LEASE_SECONDS": (1, 12 * 3600),
     "PAGE_SIZE": (1, 100),
-    "CLAIM_LANES": (1, 100),
     "TIME_BUDGET_SECONDS": (0.01, 900),
     "RETRY_BASE_SECONDS": (0, 3600),
     "RETRY_MAX_SECONDS": (0, 12 * 3600),
     "RUNNER_CAPACITY": (1, 1000),
-    "WORKER_LINGER_SECONDS": (0, 60),
     "FAKE_RUNNER_DURATION_SECONDS": (0, 900),
     "FAKE_RUNNER_FAILURE_RATE": (0, 1),
     # A Timeout shorter than START + FINISH reserve + 1 s can run no task at all (taskqueue.core.run_time).
@@ -52,7 +50,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 # RUNNER_ENVIRONMENT may not set these: the Lambda runtime's variables and the queue core's own.
 RESERVED_PREFIXES = ("AWS_", "LAMBDA_", "_", "POWERTOOLS_")
 RESERVED_VARIABLES = frozenset(BOUNDS) | {
-    "QUEUE_TABLE_NAME", "TRIGGER_TOPIC_ARN", "WORKER_WAKE_UP_TOPIC_ARN", "QUEUE_ORDERS", "TASK_RUNNER",
+    "QUEUE_TABLE_NAME", "WORKER_WAKE_UP_TOPIC_ARN", "QUEUE_ORDERS", "TASK_RUNNER",
     "RUNNING_LIMIT", "GROUP_CONCURRENCY", "GROUP_RATE_LIMIT", "WORKER_QUEUES", "RUNNER_ENVIRONMENT", "AGENT_TABLE_NAME", "AGENT_ORDER", "MATCH_ATTRIBUTES",
     "PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "TZ", "LANG",
 }
@@ -63,7 +61,6 @@ class Settings:
     """Every knob of the queue core. Names match the environment variables (upper-cased)."""
 
     queue_table_name: str
-    trigger_topic_arn: str | None = None
     worker_wake_up_topic_arn: str | None = None
     queue_orders: Mapping[str, Order] = field(default_factory=lambda: parse_queue_orders(DEFAULT_QUEUE_ORDERS))
     queue_shards: int = 1
@@ -85,14 +82,9 @@ class Settings:
     runner_capacity: int = 3
     fake_runner_duration_seconds: float = 15.0
     fake_runner_failure_rate: float = 0.0
-    # CLAIM_LANES: how many workers of a queue may claim at once: the function's reserved concurrency, or the
-    # template's <Function>ClaimLanes (at least 2) when it has none and any number may run. Above 1,
-    # each running worker leases a lane and claims first the tasks of its lane among the next n x capacity
-    # claimable ones (taskqueue.core.lanes), so concurrent workers rarely race for the same task.
-    claim_lanes: int = 1
     # RUNNING_LIMIT: at most this many tasks of a queue this worker serves run at once, across every worker (leased
-    # slots in the table, taskqueue.store.control). Unset (None): RUNNER_CAPACITY when several workers may run
-    # (CLAIM_LANES > 1), so raising the concurrency never multiplies what the legacy system receives; 0: no limit.
+    # slots in the table, taskqueue.store.control). Unset (None): RUNNER_CAPACITY, so more workers (stream shards,
+    # a tail call beside a stream start) never send the legacy system more than one worker would; 0: no limit.
     running_limit: int | None = None
     # GROUP_CONCURRENCY: at most this many tasks of one group (taskqueue.core.fairness) run at once across every
     # worker, unless the group's own setting says otherwise; None (empty or 0): no per-group limit.
@@ -100,14 +92,8 @@ class Settings:
     # GROUP_RATE_LIMIT: at most N claims of one group per P seconds ("N/P"), unless the group's own setting says
     # otherwise; None (empty or "0"): no per-group rate limit.
     group_rate: tuple[int, float] | None = None
-    # WORKER_LINGER_SECONDS: how long a worker that watches its queue waits on it once it is empty before it stops
-    # (taskqueue.wakeups.watch): work arriving meanwhile starts at once, without a new invocation.
-    worker_linger_seconds: float = 0.0
     # WORKER_QUEUES: the queues this function's worker serves (a subset of QUEUE_ORDERS); empty means every one.
     worker_queues: tuple[str, ...] = ()
-    # STREAM_START_QUEUES: queues whose new ready tasks the table's stream hands to their worker itself (ProcessTasks'
-    # TaskStream event; taskqueue.work.stream_start): their producers skip the wake-up handshake. Empty: none.
-    stream_start_queues: tuple[str, ...] = ()
     # WORKER_TIMEOUT_SECONDS: the Timeout of the function that runs the tasks (ProcessTasks; the template's
     # ProcessTasksTimeout). CreateTasks refuses a task that declares a longer run than it leaves
     # (taskqueue.core.run_time); None (unset): only Lambda's own limit of 900 s applies.
@@ -125,9 +111,6 @@ class Settings:
         problem = worker_queues_problem(self.worker_queues, self.queue_orders)
         if problem:
             raise ConfigError(f"WORKER_QUEUES={','.join(map(str, self.worker_queues))!r} is not valid: {problem}")
-        problem = worker_queues_problem(self.stream_start_queues, self.queue_orders)
-        if problem:
-            raise ConfigError(f"STREAM_START_QUEUES={','.join(map(str, self.stream_start_queues))!r} is not valid: {problem}")
         if self.worker_timeout_seconds is not None and self.default_run_seconds > self.longest_run_seconds:
             raise ConfigError(
                 f"DEFAULT_RUN_SECONDS={self.default_run_seconds} is longer than a worker whose Timeout is "
@@ -149,7 +132,6 @@ class Settings:
         worker_timeout = read_variable(env, "WORKER_TIMEOUT_SECONDS", "", _optional_timeout)
         return cls(
             queue_table_name=read_required(env, "QUEUE_TABLE_NAME", "the DynamoDB queue table"),
-            trigger_topic_arn=env.get("TRIGGER_TOPIC_ARN") or None,
             worker_wake_up_topic_arn=env.get("WORKER_WAKE_UP_TOPIC_ARN") or None,
             queue_orders=queue_orders,
             queue_shards=read_int(env, "QUEUE_SHARDS", "1"),
@@ -160,7 +142,6 @@ class Settings:
             # A worker's claim outlasts the invocation that holds it: never shorter than the worker's Timeout.
             lease_seconds=int(claim_lease_seconds(read_int(env, "LEASE_SECONDS", "300"), worker_timeout)),
             page_size=read_int(env, "PAGE_SIZE", "10"),
-            claim_lanes=read_int(env, "CLAIM_LANES", "1"),
             running_limit=read_variable(env, "RUNNING_LIMIT", "", _optional_limit),
             group_concurrency=read_variable(env, "GROUP_CONCURRENCY", "", _optional_group_concurrency),
             group_rate=read_variable(env, "GROUP_RATE_LIMIT", "", _optional_rate),
@@ -171,10 +152,7 @@ class Settings:
             runner_capacity=read_int(env, "RUNNER_CAPACITY", "3"),
             fake_runner_duration_seconds=read_float(env, "FAKE_RUNNER_DURATION_SECONDS", "15"),
             fake_runner_failure_rate=read_float(env, "FAKE_RUNNER_FAILURE_RATE", "0"),
-            worker_linger_seconds=read_float(env, "WORKER_LINGER_SECONDS", "0"),
             worker_queues=read_variable(env, "WORKER_QUEUES", "", lambda raw: parse_worker_queues(raw, queue_orders)),
-            stream_start_queues=read_variable(
-                env, "STREAM_START_QUEUES", "", lambda raw: parse_worker_queues(raw, queue_orders)),
             worker_timeout_seconds=worker_timeout,
             default_run_seconds=read_int(env, "DEFAULT_RUN_SECONDS", "60"),
             runner_environment=read_variable(env, "RUNNER_ENVIRONMENT", "{}", parse_runner_environment),
@@ -185,16 +163,12 @@ class Settings:
         """The queue-wide running limit of a queue this worker serves; ``None``: no limit (no slots taken)."""
         if self.running_limit is not None:
             return self.running_limit or None
-        return self.runner_capacity if self.claim_lanes > 1 else None
+        return self.runner_capacity
 
     @property
     def served_queues(self) -> tuple[str, ...]:
         """The queues this function's worker serves: WORKER_QUEUES, or every configured queue when it is unset."""
         return self.worker_queues or tuple(self.queue_orders)
-
-    def stream_started(self, queue: str) -> bool:
-        """Does the table's stream start ``queue``'s worker for each new ready task (no producer handshake needed)?"""
-        return queue in self.stream_start_queues
 
     def check_served(self, queue: str) -> Order:
         """Refuse, before any claim, a wake-up for a queue this worker does not serve; the queue's order otherwise."""

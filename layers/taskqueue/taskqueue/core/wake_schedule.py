@@ -4,22 +4,21 @@ stopping worker (or the safety net) must (re)set the queue's one EventBridge Sch
 A task delayed at creation, or a retry waiting out its backoff, used to be started on time only by a worker kept
 awake (billed) until it fell due; one due past the worker's budget waited for the safety net. Now a worker waits
 only for an entry due within ``WAIT_HORIZON_SECONDS``; past that it stops, and a one-time schedule wakes the queue
-``SCHEDULE_LEAD_SECONDS`` before the head (Trigger wakes it as a backstop: only if no worker watches it and no
-wake-up is in flight). The queue's record carries ``wakeAt``, the time the schedule is set for, so a stop whose
-head the schedule already covers sends no Scheduler request.
+``SCHEDULE_LEAD_SECONDS`` before the head (Trigger publishes the wake-up). The queue's record carries ``wakeAt``, the
+time the schedule is set for, so a stop whose head the schedule already covers sends no Scheduler request.
 
 The horizon, by the prices (docs/wakeups.md, "Delayed tasks and backoffs"): a worker of m GB held awake costs
-m x $0.0000133334 per second (arm64). The chain a schedule starts costs C ~ $5.4 per million: one Scheduler
+m x $0.0000133334 per second (arm64). The chain a schedule starts costs C ~ $2.9 per million: one Scheduler
 invocation ($1.00 per million), one Trigger invocation ($0.20 per million + ~0.1 s at 256 MB), one SNS publish
-($0.50), one more worker request ($0.20) and five writes ($0.625 each: wakeAt, Trigger's handshake, the new watch
-and stop), and its worker still waits the lead L = 1 s. Waiting W seconds is cheaper while W < L + C / (m x 13.3 per
-million): 2.6 s at 256 MB, 1.4 s at 1 GB. The horizon may not be under L + 1 s (at() has whole seconds: a woken
+($0.50), one more worker request ($0.20) and a write ($0.625: wakeAt), and its worker still waits the lead L = 1 s. Waiting W seconds is cheaper while W < L + C / (m x 13.3 per
+million): 1.9 s at 256 MB, 1.2 s at 1 GB. The horizon may not be under L + 1 s (at() has whole seconds: a woken
 worker may arrive that early and must wait, not schedule again): so 2 s.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import zlib
 from enum import StrEnum
 
 # A worker waits (polling) for a delayed entry due within this long; past it, it stops and a schedule wakes the
@@ -82,7 +81,13 @@ def at_of(expression: str) -> int | None:
     return int(when.timestamp() * 1000)
 
 
-def schedule_name(prefix: str, queue: str) -> str:
-    """The queue's one schedule: ``<prefix>-<queue>`` (Scheduler allows 64 characters of [0-9a-zA-Z-_.])."""
+def schedule_name(queue: str) -> str:
+    """The queue's one schedule in the stack's schedule group: ``wake-<queue>``. Scheduler allows 64 characters of
+    [0-9a-zA-Z-_.]; a queue name too long for that keeps its first 50 and a hash of the whole, so two queues never
+    share a schedule. The stack's name is the group's, not the schedule's: the IAM grant is on the group
+    (``schedule/<group>/*``), whatever the stack's name's length."""
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in queue)
-    return f"{prefix}-{safe}"[:64]
+    name = f"wake-{safe}"
+    if len(name) > 64:
+        name = f"wake-{safe[:50]}-{zlib.crc32(queue.encode('utf-8')):08x}"
+    return name

@@ -11,17 +11,17 @@ cancelled because the snapshot went stale (a hang-up, an agent going offline or 
 AGENT_TIMEOUT_SECONDS: taken offline here) names the items that failed; the pass plans again without them, at most
 ``max_match_retries`` times.
 
-Several matchers at once (MatcherConcurrency > 1): the one that watches the queue (the wake-up handshake) reads
-and plans; the others (helpers) never read the snapshot. A helper takes part only when at least
-``helper_min_agents`` agents are idle (one COUNT query; fewer, the watcher writes them in a few transactions
-sooner than a helper could start). Then the watcher publishes its plan in chunks, one match transaction each
-(``store.matches.MatchPlans``), and every matcher of the pass, the watcher too, takes chunks with a conditional
-write and commits them: one plan, read once, written by all, disjoint by construction. The watcher leaves the
+Several matchers at once (the tables' streams start one for each new call and each agent who becomes available): the
+planner (``planner``: a lease on the queue's record) reads and plans; the others (helpers) never read the snapshot. A helper takes part only when at least
+``helper_min_agents`` agents are idle (one COUNT query; fewer, the planner writes them in a few transactions
+sooner than a helper could start). Then the planner publishes its plan in chunks, one match transaction each
+(``store.matches.MatchPlans``), and every matcher of the pass, the planner too, takes chunks with a conditional
+write and commits them: one plan, read once, written by all, disjoint by construction. The planner leaves the
 pairs of chunks others took out of its next plans until they are committed or the plan expires.
 
-Passes repeat while they match something and time is left; a pass without a match ends the run (no busy loop) as
-the wake-up handshake allows (``handshake.watch``): a newly available agent wakes the Matcher again through the
-agent table's stream. The reads of a pass are bounded in docs/matcher.md ("The bound").
+Passes repeat while they match something and time is left; a pass without a match ends the run (no busy loop) unless
+another matcher knocked meanwhile (then it passes again): a newly available agent or a new call starts the Matcher
+again through the tables' streams. The reads of a pass are bounded in docs/matcher.md ("The bound").
 """
 
 from __future__ import annotations
@@ -39,16 +39,15 @@ from taskqueue.matching import pairing
 from taskqueue.matching import rules as matching
 from taskqueue.matching.agents import AgentStore, PairsResult
 from taskqueue.matching.pairing import Pair, Snapshot, Waiting
+from taskqueue.matching.planner import Planner
 from taskqueue.matching.shared_plan import SharedPlan
 from taskqueue.observe import match_traces
 from taskqueue.store import Candidate, FairTurn, TaskStore
-from taskqueue.wakeups.lingering import Lingering
-from taskqueue.wakeups.watch import Watch
-from taskqueue.work.claim_control import ClaimControl
+from taskqueue.work.record_view import RecordView
 
 logger = Logger(child=True)
 
-# The watcher, with only pairs that other matchers took in sight, looks again after this long (they commit them
+# The planner, with only pairs that other matchers took in sight, looks again after this long (they commit them
 # meanwhile). Each look reads the snapshot again.
 OTHERS_PAUSE_SECONDS = 0.5
 # Calls' agent queues and creation times remembered per execution environment (they never change): ~150 bytes each.
@@ -73,7 +72,7 @@ class MatchReport:
     wait_times_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
     work_remains: bool = False
-    watched: bool = False  # this run watched the queue (the wake-up handshake); else it was a helper
+    planned: bool = False  # this run planned (the planner's lease on the queue's record); else it was a helper
 
 
 @dataclass
@@ -112,65 +111,59 @@ class Matcher:
         deadline = self._clock.monotonic() + budget_seconds
         # This run's side of the plans shared with other matchers; the chunks it writes count in its report.
         self._shared = SharedPlan(self._tasks, queue, self._owner, self._clock, lambda chunk: self._write_chunk(chunk, report))
-        control = ClaimControl(self._tasks, queue, self._owner, self._clock, self._rng, _not_handled)
-        # Producers (new calls, freed agents) count on the watcher to see what they write; it lingers before it stops.
-        watch = Watch(self._tasks, queue, self._owner, self._clock, refused=_not_handled)
-        report.watched = watch.begin()
-        missed = False
-        if not report.watched:
+        control = RecordView(self._tasks, queue, self._clock, _not_handled)
+        planner = Planner(self._tasks, queue, self._owner, self._clock)
+        report.planned = planner.begin()
+        if not report.planned:
             self._help(report, control, deadline)
         else:
-            self._recover_leases(queue)  # one run per wake-up chain looks for calls a crashed run left TAKEN
-            missed = self._watch(report, control, watch, deadline)
+            self._recover_leases(queue)  # the planner looks for calls a crashed run left TAKEN
+            try:
+                self._plan(report, control, planner, deadline)
+            finally:
+                planner.end()
         # Tail-call only when a call could still match now: time ran out, or lost races left agents behind.
-        report.work_remains = (report.stopped_by == "budget" and (missed or self._tasks.has_claimable(queue))) or (
+        report.work_remains = (report.stopped_by == "budget" and self._tasks.has_claimable(queue)) or (
             report.stopped_by not in ("budget", "paused") and report.gave_up > 0
         )
         report.shed = self._tasks.drain_shed().get(queue, 0)
         return report
 
-    def _watch(self, report: MatchReport, control: ClaimControl, watch: Watch, deadline: float) -> bool:
-        """The watcher's passes: read, plan, write (or share), until a pass matches nothing and the handshake
-        lets it stop, or time runs out. ``True`` if work may have arrived that its looks did not see."""
+    def _plan(self, report: MatchReport, control: RecordView, planner: Planner, deadline: float) -> None:
+        """The planner's passes: read, plan, write (or share), until a pass matches nothing and nobody knocked since
+        it began, or time runs out."""
         queue = self._settings.queue
-        lingering = Lingering(watch, self._clock, self._tasks.settings.worker_linger_seconds)
-        look_started_ms: int | None = None
         first = True
-        try:
-            while True:
-                left = deadline - self._clock.monotonic()
-                if left <= 0:
-                    report.stopped_by = "budget"
-                    break
-                if control.paused_now():
-                    report.stopped_by = "paused"
-                    break
-                watch.keep()
-                look_started_ms = self._clock.now_ms()
-                snapshot = self._snapshot(queue, report, first)
-                first = False
-                if snapshot is None:  # no call waits
-                    if lingering.step(look_started_ms, left):
-                        report.stopped_by = "empty"
-                        break
-                    continue
-                report.passes += 1
-                done = self._pass(snapshot, report, deadline)
-                if done.matched:
-                    continue
-                if done.others_pending:  # only pairs other matchers took: theirs to write
-                    self._clock.sleep(min(max(0.0, deadline - self._clock.monotonic()), OTHERS_PAUSE_SECONDS))
-                    continue
-                # No call could match now: wait for a write (a new call, an agent freed), then stop as allowed.
-                if lingering.step(look_started_ms, max(0.0, deadline - self._clock.monotonic())):
-                    report.stopped_by = "no-progress"
-                    break
-        finally:
-            missed = report.stopped_by not in ("empty", "no-progress") and watch.end(look_started_ms)
-        return missed
+        while True:
+            left = deadline - self._clock.monotonic()
+            if left <= 0:
+                report.stopped_by = "budget"
+                return
+            if control.paused_now():
+                report.stopped_by = "paused"
+                return
+            planner.keep()
+            snapshot = self._snapshot(queue, report, first)
+            first = False
+            if snapshot is None:  # no call waits
+                if planner.may_end():
+                    report.stopped_by = "empty"
+                    return
+                continue
+            report.passes += 1
+            done = self._pass(snapshot, report, deadline)
+            if done.matched:
+                continue
+            if done.others_pending:  # only pairs other matchers took: theirs to write
+                self._clock.sleep(min(max(0.0, deadline - self._clock.monotonic()), OTHERS_PAUSE_SECONDS))
+                continue
+            # No call could match now: end, unless work arrived since this pass began (a knock).
+            if planner.may_end():
+                report.stopped_by = "no-progress"
+                return
 
-    def _help(self, report: MatchReport, control: ClaimControl, deadline: float) -> None:
-        """A helper: when enough agents are idle, take chunks of the watcher's shared plans and write them
+    def _help(self, report: MatchReport, control: RecordView, deadline: float) -> None:
+        """A helper: when enough agents are idle, take chunks of the planner's shared plans and write them
         (``shared_plan``); else leave at once (``not-needed``)."""
         if not self._needed():
             report.stopped_by = "not-needed"
@@ -179,7 +172,7 @@ class Matcher:
 
     def _needed(self) -> bool:
         """Whether a helper takes part: at least MATCH_HELPER_MIN_AGENTS agents idle (one COUNT query of the
-        everyone partition). Below that the watcher writes them in a few transactions, sooner than a helper could
+        everyone partition). Below that the planner writes them in a few transactions, sooner than a helper could
         start."""
         minimum = self._settings.helper_min_agents
         return minimum == 0 or self._agents.depth(matching.everyone_key(self._settings.attributes)) >= minimum

@@ -72,8 +72,8 @@ class MatchSettings:
     # AGENT_TIMEOUT_SECONDS: an agent not seen (available, heartbeat, call ended) for this long is not matched, and
     # the Matcher takes it offline when it meets it at the head of a queue; 0: agents never time out.
     agent_timeout_seconds: int = 120
-    # MATCH_HELPER_MIN_AGENTS: a matcher that does not watch the queue (a helper, started alongside the watcher) takes
-    # part only when at least this many agents are idle; fewer, the watcher writes them in a few transactions sooner
+    # MATCH_HELPER_MIN_AGENTS: a matcher that does not plan (a helper, started alongside the planner) takes
+    # part only when at least this many agents are idle; fewer, the planner writes them in a few transactions sooner
     # than a helper could read the snapshot, so the helper leaves after one count (docs/matcher.md). 0: always.
     helper_min_agents: int = 100
 

@@ -1,14 +1,14 @@
-"""Several matchers at once write one plan: the watcher publishes it in chunks, every matcher of the pass takes
+"""Several matchers at once write one plan: the planner publishes it in chunks, every matcher of the pass takes
 chunks and writes them (docs/matcher.md, "Why matchers never abort each other").
 
 Why: matchers that each read the snapshot and planned on their own planned apart whenever a read fell between
 another's commits (an agent read as idle whose call was already matched went to another call), and their
 transactions met; on the serialized engine eight snapshots also cost more than the matches. So one matcher (the
-watcher) reads and plans, and the plan travels as chunk items of the queue table (``store.matches.MatchPlans``):
+planner) reads and plans, and the plan travels as chunk items of the queue table (``store.matches.MatchPlans``):
 one match transaction each, taken with a conditional write, marked done once written.
 
 ``SharedPlan`` holds what one Matcher run knows of the plans: how to publish one and take chunks of it, a helper's
-wait for plans, and the chunks others took (left out of the watcher's next plans until marked done or expired).
+wait for plans, and the chunks others took (left out of the planner's next plans until marked done or expired).
 Writing a chunk is the Matcher's (``write``: ``Matcher._write_chunk``).
 """
 
@@ -24,7 +24,7 @@ from taskqueue.matching import pairing
 from taskqueue.matching.pairing import Pair, Snapshot
 from taskqueue.store import PlanHead, TaskStore
 
-# A shared plan may be taken for this long; then the watcher plans its pairs again (a helper that took a chunk and
+# A shared plan may be taken for this long; then the planner plans its pairs again (a helper that took a chunk and
 # died leaves its calls and agents waiting no longer than this).
 PLAN_SECONDS = 10.0
 # A helper looks for a new plan this often, and stops after this long without one.
@@ -34,7 +34,7 @@ HELPER_PATIENCE_SECONDS = 3.0
 
 @dataclass(frozen=True)
 class _InFlight:
-    """A chunk that another matcher took: its calls and agents stay out of the watcher's plans until it is marked
+    """A chunk that another matcher took: its calls and agents stay out of the planner's plans until it is marked
     written or the plan expires."""
 
     head: PlanHead
@@ -53,7 +53,7 @@ class SharedPlan:
         self._in_flight: list[_InFlight] = []
 
     def publish(self, chunks: Sequence[list[Pair]], deadline: float) -> bool:
-        """The watcher: publish ``chunks`` (one match transaction each) and write chunks of them like any matcher,
+        """The planner: publish ``chunks`` (one match transaction each) and write chunks of them like any matcher,
         the oldest calls' first. ``True`` if other matchers took some (their pairs are then left out of the next
         plans until written)."""
         head = PlanHead(f"{self._owner}#{uuid.uuid4().hex[:12]}", len(chunks),

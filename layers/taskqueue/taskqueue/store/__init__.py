@@ -6,8 +6,8 @@ workers do with it: claim, renew, finish, release, recover), ``operator`` (cance
 redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COUNT queries alone), ``control``
 (per-queue pause and the queue-wide running limit), ``matches`` (the Matcher's reads of waiting calls, the
 write that matches one, and the plan it shares with other matchers), ``groups`` (fair share's ring of groups, their settings and limits), ``group_views`` (what an operator sees of
-each group: waiting, running, oldest age, limits), ``handshake`` (the wake-up handshake's record,
-on the same control item), ``delayed_head`` (the queue's delayed head, on it too) and ``gauges`` (the queue metrics'
+each group: waiting, running, oldest age, limits), ``record`` (reading the queue's record, the
+same control item), ``delayed_head`` (the queue's delayed head, on it too) and ``gauges`` (the queue metrics'
 bounded reads); ``dynamo`` sends every request
 (conflict retry, error translation; the agent table's adapter uses it too). ``TaskStore`` joins them; import
 everything from ``taskqueue.store``. May import core only.
@@ -23,10 +23,10 @@ from taskqueue.store.dynamo import count_all, make_client
 from taskqueue.store.finding import FairTurn
 from taskqueue.store.gauges import QueueGaugeReads
 from taskqueue.store.group_views import GroupsView, GroupView, GroupViews
-from taskqueue.store.handshake import WakeRecords
 from taskqueue.store.matches import CallFacts, MatchPlans, MatchTransitions, PlanHead
 from taskqueue.store.operator import OperatorOperations
 from taskqueue.store.reading import LISTABLE_BY_INDEX, QueueStats, Reading, TaskPage
+from taskqueue.store.record import PlannerLeases, QueueRecords
 from taskqueue.store.table import (
     READY_INDEX,
     STATUS_INDEX,
@@ -65,7 +65,7 @@ __all__ = [
 
 
 class TaskStore(
-    WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, GroupViews, Counts, QueueGaugeReads, Reading, QueueControls, WakeRecords,
-    DelayedHeads,
+    WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, GroupViews, Counts, QueueGaugeReads, Reading, QueueControls, QueueRecords,
+    PlannerLeases, DelayedHeads,
 ):
     """Every operation on the queue table (see the modules of this package for each concern)."""

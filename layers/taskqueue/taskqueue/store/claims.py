@@ -14,7 +14,7 @@ from taskqueue.core.run_time import effective_run_seconds
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.finding import WorkFinding
-from taskqueue.store.table import READY_INDEX, AttributeValue, Candidate, is_claimable
+from taskqueue.store.table import _BATCH_GET_LIMIT, READY_INDEX, AttributeValue, Candidate, is_claimable
 from taskqueue.store.unmarked_leases import LEASE_MARK_AFTER_SECONDS
 
 # What a runner reported of an attempt (taskqueue.work.progress); a claim removes them, so each attempt starts afresh.
@@ -48,9 +48,13 @@ class WorkerTransitions(WorkFinding):
         if candidate.leased and self.recover_in_look(candidate, now_ms) is not TaskStatus.PENDING:
             return None
         expires = now_ms + self._settings.lease_seconds * 1000
-        # DynamoDB's TTL deletes late: an expired task must be refused here, not only skipped above.
-        condition = "#ttl > :nowSeconds AND (attribute_not_exists(notBefore) OR notBefore <= :now)"
-        values: dict[str, AttributeValue] = {":nowSeconds": {"N": str(now_ms // 1000)}}
+        # DynamoDB's TTL deletes late: an expired task must be refused here, not only skipped above. The entry must
+        # still be where the candidate was read (a stale stream image or index entry names a task since moved, e.g.
+        # released into its delayed partition: claimed from there, its entry would sit where no lease recovery looks).
+        condition = ("#ttl > :nowSeconds AND (attribute_not_exists(notBefore) OR notBefore <= :now) "
+                     "AND readyKey = :partition")
+        values: dict[str, AttributeValue] = {":nowSeconds": {"N": str(now_ms // 1000)},
+                                             ":partition": {"S": candidate.partition}}
         if run_within is not None:
             values[":runWithin"] = {"N": f"{run_within:.3f}"}
             fits = "runSeconds <= :runWithin"
@@ -94,6 +98,23 @@ class WorkerTransitions(WorkFinding):
         if not mark:
             self._unmarked.claimed(task.task_id, expires, now_ms)
         return task
+
+    def still_waiting(self, candidates: list[Candidate]) -> list[Candidate]:
+        """Those of ``candidates`` still PENDING where they were read (one strongly consistent BatchGetItem a hundred,
+        a read unit each): what an old stream batch names may have been claimed, or have moved, since; a claim of it
+        would be refused and still cost its write."""
+        waiting: set[str] = set()
+        for start in range(0, len(candidates), _BATCH_GET_LIMIT):
+            part = candidates[start : start + _BATCH_GET_LIMIT]
+            request = {self._table: {"Keys": [{"taskId": {"S": c.task_id}} for c in part], "ConsistentRead": True,
+                                     "ProjectionExpression": "taskId, taskStatus, readyKey, notBefore"}}
+            places = {c.task_id: c.partition for c in part}
+            for item in self._batch_get(request):
+                task_id = item["taskId"]["S"]
+                if (item.get("taskStatus", {}).get("S") == TaskStatus.PENDING.value and "notBefore" not in item
+                        and item.get("readyKey", {}).get("S") == places[task_id]):
+                    waiting.add(task_id)
+        return [c for c in candidates if c.task_id in waiting]
 
     def _refused_as_running(self, candidate: Candidate, item: Mapping[str, Any], now_ms: int) -> None:
         """A claim lost to a task that runs with no lease mark on its entry (another store's lone watcher claimed

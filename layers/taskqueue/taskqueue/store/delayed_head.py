@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from taskqueue.core import delayed_head
-from taskqueue.core.handshake import WakeRecord
+from taskqueue.core.record import QueueRecord
 from taskqueue.store.control import control_id
 from taskqueue.store.dynamo import ConditionLost
-from taskqueue.store.handshake import wake_record_of
+from taskqueue.store.record import record_of
 from taskqueue.store.table import QueueTable, _key
 
 
@@ -47,8 +47,8 @@ class DelayedHeads(QueueTable):
             self.note_delayed(queue, not_before, now_ms)
 
     def raise_delayed_head(
-        self, queue: str, seen: WakeRecord, found_ms: int | None, look_started_ms: int
-    ) -> WakeRecord | None:
+        self, queue: str, seen: QueueRecord, found_ms: int | None, look_started_ms: int
+    ) -> QueueRecord | None:
         """Set the head to ``found_ms`` (the earliest entry a look that began at ``look_started_ms`` found; ``None``:
         none), if no delayed entry was announced since ``seen`` was read and the look came late enough for the
         index's lag. Returns the record as the write left it or, if a writer came in between, as it is now (so the
@@ -71,8 +71,8 @@ class DelayedHeads(QueueTable):
                 **({"ExpressionAttributeValues": values} if values else {}),
             )
         except ConditionLost as lost:
-            return wake_record_of(lost.item or {})
-        return wake_record_of(response.get("Attributes", {}))
+            return record_of(lost.item or {})
+        return record_of(response.get("Attributes", {}))
 
     def repair_delayed_head(self, queue: str, now_ms: int | None = None) -> int | None:
         """The safety net's check: read the delayed partitions and lower the head to the earliest entry found when
@@ -80,7 +80,7 @@ class DelayedHeads(QueueTable):
         found = self.next_due_ms(queue, now_ms)  # type: ignore[attr-defined]  # WorkerTransitions, joined in TaskStore
         if found is None:
             return None
-        record = self.read_wake_record(queue, consistent=False)  # type: ignore[attr-defined]  # WakeRecords
+        record = self.read_record(queue, consistent=False)  # type: ignore[attr-defined]  # QueueRecords
         if record.delayed_head_ms is None or record.delayed_head_ms > found:
             self.note_delayed(queue, found, now_ms)
         return found

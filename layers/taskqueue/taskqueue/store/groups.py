@@ -22,9 +22,9 @@ from typing import Any
 from taskqueue.core import fairness
 from taskqueue.core.errors import InvalidTaskInput
 from taskqueue.core.fairness import GroupLimits, RingEntry
-from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS, PRODUCER_CLOCK_SKEW_SECONDS
 from taskqueue.core.model import Task
-from taskqueue.store.control import SLOT, SLOT_LEASE_SECONDS, QueueControls, Token, control_id
+from taskqueue.core.record import INDEX_LAG_ALLOWANCE_SECONDS, PRODUCER_CLOCK_SKEW_SECONDS
+from taskqueue.store.control import SLOT, QueueControls, Token, control_id
 from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.table import _BATCH_GET_LIMIT, READY_INDEX, _key
 
@@ -302,11 +302,12 @@ class GroupRing(QueueControls):
                 continue  # the window is current: count in it, if there is room
         return False
 
-    def take_group_slot(self, queue: str, group: str, owner: str, limit: int, rng: random.Random | None = None) -> Token | None:
-        """One of the group's ``limit`` concurrency slots, leased to ``owner`` (renewed and freed like the queue's
-        running-limit slots); ``None`` when all are held."""
-        expires = self._clock.now_ms() + int(SLOT_LEASE_SECONDS * 1000)
-        taken = self._take_tokens(SLOT, fairness.group_token_queue(queue, group), limit, owner, 1, expires,
+    def take_group_slot(
+        self, queue: str, group: str, owner: str, limit: int, until_ms: int, rng: random.Random | None = None
+    ) -> Token | None:
+        """One of the group's ``limit`` concurrency slots, leased to ``owner`` until ``until_ms`` (the end of its
+        invocation, as the queue's running-limit slots); ``None`` when all are held."""
+        taken = self._take_tokens(SLOT, fairness.group_token_queue(queue, group), limit, owner, 1, until_ms,
                                   rng or random.Random())
         return taken[0] if taken else None
 

@@ -6,7 +6,7 @@ PENDING -> SUCCESS together with its agent (queued -> busy) and the agent's queu
 those items alone. So there is no claim write per call, no lease to recover after a crashed matcher, and a hang-up
 or another matcher taking the call first simply fails the call's condition.
 
-When several matchers run at once, one of them (the watcher) publishes its plan in chunks (``MatchPlans``): every
+When several matchers run at once, one of them (the planner) publishes its plan in chunks (``MatchPlans``): every
 matcher of the pass takes chunks with a conditional write and writes their pairs, so all of them write one plan
 read once, instead of each reading the snapshot and planning on its own.
 """

@@ -1,15 +1,14 @@
 """The queue table's plumbing: the item shape of a transition, batched reads and writes, error translation.
 
-Every state change is one conditional UpdateItem that names the state it comes from; the transition is
-checked against the lifecycle table before any request is sent (``_transition_request``). A write that loses
-its condition (another worker claimed first, the lease passed, the task expired, another transaction held the
-item) is a domain outcome (``None``/``False``), never an exception; other ``ClientError`` codes become
-``StoreError`` with a message saying what to check (see ``taskqueue.store.dynamo``).
+Every state change is one conditional UpdateItem that names the state it comes from; the transition is checked
+against the lifecycle table before any request is sent (``_transition_request``). A write that loses its condition
+(another worker claimed first, the lease passed, the task expired, another transaction held the item) is a domain
+outcome (``None``/``False``), never an exception; other ``ClientError`` codes become ``StoreError`` with a message
+saying what to check (see ``taskqueue.store.dynamo``).
 
-Two times bound a task: ``ttl`` (epoch s), its shed deadline, which the claim condition and the ReadyIndex
-use; and ``deleteAt`` (epoch s), the table's TTL attribute, when DynamoDB may delete the item. While a task
-waits they are equal; a claim moves ``deleteAt`` past the lease plus the retention, so DynamoDB never
-deletes a task under its worker.
+Two times bound a task: ``ttl`` (epoch s), its shed deadline, which the claim condition and the ReadyIndex use; and
+``deleteAt`` (epoch s), the table's TTL attribute, when DynamoDB may delete the item. While a task waits they are
+equal; a claim moves ``deleteAt`` past the lease plus the retention, so DynamoDB never deletes a task under its worker.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ _MAX_BATCH_ROUNDS = 8
 AttributeValue = dict[str, Any]
 
 
-
 class StoreError(TaskQueueError):
     """DynamoDB refused a request for a reason other than a lost condition."""
 
@@ -58,6 +56,10 @@ class Candidate:
     not_before_ms: int | None
     group: str | None = None  # fair share's group (taskqueue.core.fairness); None: the default group
     delayed: bool = False  # read from a delayed partition (its not-before time is a due time, never a lease)
+
+    @property
+    def partition(self) -> str:  # the ReadyIndex partition (readyKey) it was read from
+        return (fairness.delayed_partition if self.delayed else fairness.ready_partition)(self.queue, self.shard, self.group)
 
     @property
     def leased(self) -> bool:
@@ -375,9 +377,8 @@ def candidate_of(item: Mapping[str, Any], queue: str, shard: int) -> Candidate:
 
 
 def lease_filter(index: str, partition: str, status: TaskStatus) -> dict[str, str]:
-    """The query filter that tells a ready partition's running tasks (their lease marked as ``notBefore``,
-    taskqueue.core.keys) from its waiting ones: TAKEN keeps the marked entries, any other state the others. None for a
-    delayed partition (every entry waits) or another index."""
+    """The filter telling a ready partition's running tasks (their lease marked as ``notBefore``) from its waiting
+    ones: TAKEN keeps the marked entries, any other state the others; none for a delayed partition or another index."""
     if index != READY_INDEX or fairness.is_delayed_partition(partition):
         return {}
     return {"FilterExpression": "attribute_exists(notBefore)" if status is TaskStatus.TAKEN else "attribute_not_exists(notBefore)"}
@@ -389,8 +390,6 @@ def is_claimable(ttl: int, not_before_ms: int | None, now_ms: int) -> bool:
 
 
 DEAD_LETTERS: frozenset[TaskStatus] = frozenset({TaskStatus.FAILURE, TaskStatus.CANCELLED})
-
-
 def retention_of(settings: Settings, status: TaskStatus) -> int:
     """Seconds a task finished in ``status`` is kept: the dead-letter retention for FAILURE and CANCELLED."""
     return settings.dead_letter_retention_seconds if status in DEAD_LETTERS else settings.retention_seconds

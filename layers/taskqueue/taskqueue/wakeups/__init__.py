@@ -1,6 +1,4 @@
-"""How a queue's worker is woken (docs/wakeups.md): publishing on SNS (notify), the producers' side of the
-wake-up handshake (producer), a worker's watch and linger (watch), the backstops that wake a queue nobody
-watches (backstop: the stream and the relay; safety_net: the schedule). The handshake's rules are
-``taskqueue.core.handshake``, the record's reads and writes ``taskqueue.store.handshake``.
-May import store and core.
+"""The starts a queue's worker needs besides the table's stream (docs/wakeups.md): publishing a wake-up on SNS
+(notify: a worker's tail call at its budget, Trigger's), the safety net (safety_net: Trigger's schedule), and the
+scheduled wake-up at a queue's delayed head (delayed_wakeup: EventBridge Scheduler). May import store and core.
 """

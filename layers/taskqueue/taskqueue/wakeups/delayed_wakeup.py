@@ -31,7 +31,7 @@ from taskqueue.core import metrics as handler_metrics
 from taskqueue.core import wake_schedule
 from taskqueue.core.clock import Clock
 from taskqueue.core.errors import TaskQueueError
-from taskqueue.core.handshake import WakeRecord
+from taskqueue.core.record import QueueRecord
 from taskqueue.core.wake_schedule import ScheduleStep
 from taskqueue.store import TaskStore
 from taskqueue.store.dynamo import error_code
@@ -47,19 +47,18 @@ RETRY_POLICY = {"MaximumRetryAttempts": 3, "MaximumEventAgeInSeconds": 300}
 class ScheduleConfig:
     """Where the schedules live and what they invoke (the template's environment variables)."""
 
-    prefix: str  # WAKE_SCHEDULE_PREFIX: the stack's name and "-wake"; a queue's schedule is <prefix>-<queue>
+    group: str  # WAKE_SCHEDULE_GROUP: the stack's own schedule group; a queue's schedule in it is wake-<queue>
     role_arn: str  # WAKE_SCHEDULE_ROLE_ARN: the role Scheduler assumes to invoke Trigger
     target_arn: str  # WAKE_TARGET_ARN: the Trigger function (Trigger itself passes its own ARN)
-    group: str = "default"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, target_arn: str | None = None) -> ScheduleConfig | None:
         """``None`` when the stack sets no schedules (a worker then waits within its budget, as before)."""
         env = os.environ if env is None else env
-        prefix, role, target = env.get("WAKE_SCHEDULE_PREFIX"), env.get("WAKE_SCHEDULE_ROLE_ARN"), target_arn or env.get("WAKE_TARGET_ARN")
-        if not (prefix and role and target):
+        group, role, target = env.get("WAKE_SCHEDULE_GROUP"), env.get("WAKE_SCHEDULE_ROLE_ARN"), target_arn or env.get("WAKE_TARGET_ARN")
+        if not (group and role and target):
             return None
-        return cls(prefix, role, target)
+        return cls(group, role, target)
 
 
 def wake_input(queue: str) -> dict[str, str]:
@@ -86,9 +85,9 @@ class DelayedWakeups:
         return cls(store, boto3.client("scheduler"), config, clock)
 
     def name(self, queue: str) -> str:
-        return wake_schedule.schedule_name(self._config.prefix, queue)
+        return wake_schedule.schedule_name(queue)
 
-    def ensure(self, queue: str, head_ms: int | None, record: WakeRecord | None, *, verify: bool = False) -> str:
+    def ensure(self, queue: str, head_ms: int | None, record: QueueRecord | None, *, verify: bool = False) -> str:
         """Make sure the queue's schedule fires by its delayed head ``head_ms`` (``record``: the queue's record as
         the caller last read it). ``verify`` (the safety net): look at the schedule itself, not only the record.
         Returns what happened: "none", "covered", "scheduled" or "refused"."""

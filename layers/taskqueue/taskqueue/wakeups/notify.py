@@ -1,4 +1,5 @@
-"""Wake-ups over SNS (Trigger -> a worker directly; anyone else -> Trigger). The message attribute ``queue`` is what subscriptions filter on."""
+"""Wake-ups over SNS (WorkerWakeUpTopic): a worker's tail call at its budget, and Trigger's (the safety net, a queue's
+scheduled wake-up at its delayed head). The message attribute ``queue`` is what the workers' subscriptions filter on."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def publish_retryable(exc: Exception) -> bool:
 
 
 class Notifier:
-    """Publishes wake-ups and tail calls. A refused publish is tried again (see PUBLISH_ATTEMPTS); ``attempts`` and
+    """Publishes wake-ups. A refused publish is tried again (see PUBLISH_ATTEMPTS); ``attempts`` and
     ``sleep``/``rng`` are for tests. ``published``, ``retries`` and ``failures`` count what happened."""
 
     def __init__(
@@ -77,27 +78,10 @@ class Notifier:
         return cls(boto3.client("sns"), settings)
 
     def publish_wakeup(self, queue: str, reason: str, correlation: Correlation | None = None) -> str:
-        """Ask the worker subscribed to ``queue`` to run (Trigger -> WorkerWakeUpTopic)."""
+        """Ask the worker subscribed to ``queue`` to run (WorkerWakeUpTopic)."""
         return self._publish(
             self._settings.worker_wake_up_topic_arn, "WORKER_WAKE_UP_TOPIC_ARN", queue, reason, correlation
         )
-
-    def relay_wakeup(self, queue: str, reason: str = "tail-call", correlation: Correlation | None = None) -> str:
-        """Ask Trigger to wake ``queue`` (-> TriggerTopic): a worker's tail call when claimable work remained at its
-        budget, or the CLI's wake-up after a redrive. Trigger relays it to the queue's worker."""
-        return self._publish(self._settings.trigger_topic_arn, "TRIGGER_TOPIC_ARN", queue, reason, correlation)
-
-    @property
-    def wake_topic_arn(self) -> str | None:
-        """The topic ``send_wakeup`` publishes on: WorkerWakeUpTopic, else TriggerTopic; None when neither is known."""
-        return self._settings.worker_wake_up_topic_arn or self._settings.trigger_topic_arn or None
-
-    def send_wakeup(self, queue: str, reason: str, correlation: Correlation | None = None) -> str:
-        """Wake ``queue``'s worker by the shortest way this Notifier knows: WorkerWakeUpTopic, else through Trigger
-        (TriggerTopic; the CLI may know only that one)."""
-        if self._settings.worker_wake_up_topic_arn:
-            return self.publish_wakeup(queue, reason, correlation)
-        return self.relay_wakeup(queue, reason, correlation)
 
     def _publish(
         self, topic_arn: str | None, variable: str, queue: str, reason: str, correlation: Correlation | None

@@ -15,9 +15,9 @@ from collections.abc import Collection
 from taskqueue.core import delayed_head
 from taskqueue.core.clock import Clock
 from taskqueue.core.delayed_head import DelayedScope, Part
-from taskqueue.core.handshake import INDEX_LAG_ALLOWANCE_SECONDS
+from taskqueue.core.record import INDEX_LAG_ALLOWANCE_SECONDS
 from taskqueue.store import Candidate, FairTurn, TaskStore
-from taskqueue.work.claim_control import ClaimControl
+from taskqueue.work.record_view import RecordView
 
 # A look that read the delayed partitions and got no delayed entry refreshes the head (``refresh``: every delayed
 # partition of the queue, one per group on the ring). When the last refresh found an entry due already, which the looks
@@ -27,7 +27,7 @@ DUE_REFRESH_SECONDS = 2.0
 
 
 class DelayedView:
-    def __init__(self, store: TaskStore, control: ClaimControl, clock: Clock) -> None:
+    def __init__(self, store: TaskStore, control: RecordView, clock: Clock) -> None:
         self._store = store
         self._control = control
         self._clock = clock
@@ -52,9 +52,8 @@ class DelayedView:
         delayed partitions only when an entry may be due. A look at them that finds none due finds the next one
         and raises the record's head to it if it may."""
         query_delayed = self.worth_reading(look_ms)
-        shards = self._control.shards()  # with lanes over several shards, the shards this run owns
         candidates, skipped = self._store.look(
-            self._control.queue, wanted, look_ms, delayed=query_delayed, shards=shards, skip=skip, fair=fair,
+            self._control.queue, wanted, look_ms, delayed=query_delayed, skip=skip, fair=fair,
             delayed_parts=self.parts() if query_delayed else None,
         )
         if query_delayed and not any(c.delayed for c in candidates) and not self._due_found_lately(look_ms):
@@ -91,7 +90,7 @@ class DelayedView:
             self._own_announced = 0
         if announced is not None and announced >= self._control.record_read_ms:
             # The record this run holds predates its own announcement: read it, or the raise would name a stale seq.
-            self._control.see_record(self._store.read_wake_record(queue, consistent=False))
+            self._control.read()
         seen = self._control.record
         heads = self._store.due_heads(queue, started_ms)
         found = min(heads.values(), default=None)

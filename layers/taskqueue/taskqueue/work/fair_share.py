@@ -7,7 +7,7 @@ ring of groups, which groups it holds back (at a limit or paused), and the per-g
   as at least the run's mean task time; a look's candidates are claimed least used first (``order``), so a quiet group's burst drains
   before the busy group takes another slot.
 - **Concurrency** (GROUP_CONCURRENCY or the group's own setting): a claim of a grouped task first takes one of the
-  group's slots (leased items, as the queue's running limit); the slot is renewed while the task runs and freed when
+  group's slots (leased items until the invocation's end, as the queue's running limit); the slot is freed when
   its runner returns. No free slot: the group is held back for HOLD_SECONDS and the look passes it over.
 - **Rate** (GROUP_RATE_LIMIT or the group's own): a claim counts in the group's fixed window first; a full window
   holds the group back until the next one. Held-back work waits; only its TTL sheds it, as any waiting task.
@@ -30,8 +30,7 @@ from taskqueue.core.clock import Clock
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.fairness import GroupLimits
 from taskqueue.store import Candidate, FairTurn, TaskStore, Token
-from taskqueue.store.control import SLOT_LEASE_SECONDS, SLOT_RENEW_SECONDS
-from taskqueue.work.claim_control import ClaimControl
+from taskqueue.work.record_view import RecordView
 
 logger = Logger(child=True)
 
@@ -57,9 +56,12 @@ class FairShare:
         clock: Clock,
         rng: random.Random,
         on_error: Callable[[], None],
-        control: ClaimControl | None = None,
+        control: RecordView | None = None,
+        until_ms: int | None = None,
     ) -> None:
+        """``until_ms``: when the run's invocation ends (its group slots are leased until then)."""
         self._control = control
+        self._until_ms = until_ms
         self._store = store
         self._queue = queue
         self._owner = owner
@@ -70,8 +72,7 @@ class FairShare:
         self._held_until: dict[str, int] = {}  # group -> epoch ms until which looks pass it over
         self._limits: dict[str, tuple[float, GroupLimits]] = {}  # group -> (read at, monotonic; its limits)
         self._lock = threading.RLock()
-        self._slots: dict[tuple[str, int], Token] = {}  # (group, index) -> the token as last taken or renewed
-        self._renewed_at = 0.0
+        self._slots: dict[tuple[str, int], Token] = {}  # (group, index) -> the slot as taken
         self._use = fairness.RecentUse(USE_HALF_LIFE_SECONDS)
         self._running: dict[str, tuple[str | None, float]] = {}  # task id -> (its group, claimed at, monotonic)
         self._ended = (0, 0.0)  # tasks of this run ended, their seconds in all
@@ -117,7 +118,8 @@ class FairShare:
             return False
         slot: Token | None = None
         if limits.concurrency is not None:
-            slot = self._store.take_group_slot(self._queue, group, self._owner, limits.concurrency, self._rng)
+            until_ms = self._until_ms if self._until_ms is not None else now_ms + 15 * 60 * 1000
+            slot = self._store.take_group_slot(self._queue, group, self._owner, limits.concurrency, until_ms, self._rng)
             if slot is None:
                 self._hold(group, now_ms + int(HOLD_SECONDS * 1000))
                 return False
@@ -190,26 +192,12 @@ class FairShare:
             self._on_error()
             logger.warning("could not free a group slot; it lapses with its lease", extra={"error": str(exc)})
 
-    def renew(self) -> None:
-        """Renew the group slots this run holds, every SLOT_RENEW_SECONDS (the run's loop calls it each round)."""
-        now = self._clock.monotonic()
+    def free_all(self) -> None:
+        """The run is over: give back every group slot it still holds."""
         with self._lock:
-            if not self._slots or now - self._renewed_at < SLOT_RENEW_SECONDS:
-                return
-            self._renewed_at = now
-            expires = self._clock.now_ms() + int(SLOT_LEASE_SECONDS * 1000)
-            for place, token in list(self._slots.items()):
-                try:
-                    renewed = self._store.renew_token(token, expires)
-                except TaskQueueError as exc:
-                    logger.warning("group slot renewal refused; trying again", extra={"error": str(exc)})
-                    self._renewed_at = 0.0
-                    continue
-                if renewed is None:
-                    logger.warning("group slot lost: it lapsed and another worker took it", extra={"slot": place})
-                    del self._slots[place]
-                else:
-                    self._slots[place] = renewed
+            held = list(self._slots.values())
+        for slot in held:
+            self.done(slot)
 
     def _limits_of(self, group: str) -> GroupLimits:
         cached = self._limits.get(group)
