@@ -51,7 +51,7 @@ def spans() -> Iterator[tuple[Emitter, InMemorySpanExporter]]:
 
 
 def settings() -> Settings:
-    return Settings(queue_table_name="t", trigger_topic_arn=None)
+    return Settings(queue_table_name="t")
 
 
 # ---- the context ------------------------------------------------------------------------------------------------
