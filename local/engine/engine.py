@@ -214,6 +214,8 @@ class Engine:
         for logical in t.of_type("AWS::SNS::Topic"):
             arn = self.sns_client.create_topic(Name=t.resolver.attrs[f"{logical}.TopicName"])["TopicArn"]
             t.resolver.refs[logical] = arn
+        for logical in t.of_type("AWS::Scheduler::ScheduleGroup"):  # where the queues' one-time wake-ups live
+            self.client("scheduler").create_schedule_group(Name=t.resolver.refs[logical])
         for logical, props in t.of_type("AWS::SQS::Queue").items():
             attributes = {k: str(v) for k, v in props.items()
                           if k in ("MessageRetentionPeriod", "VisibilityTimeout", "DelaySeconds", "MaximumMessageSize",

@@ -81,7 +81,7 @@ def invocations(engine: Engine, function: str, source: str | None = None) -> lis
     return [i for i in engine.invocations if i["function"] == function and (source is None or i["source"] == source)]
 
 
-def queue_stream_mapping(engine: Engine) -> Any:
-    """Trigger's event source mapping on the queue table's stream."""
+def queue_stream_mapping(engine: Engine, function: str = "ProcessTasksFunction") -> Any:
+    """A worker's event source mapping on the queue table's stream (ProcessTasks' TaskStream, the Matcher's CallStream)."""
     arn = engine.template.resolver.attrs["QueueTable.StreamArn"]
-    return next(m for m in engine.mappings if m.function == "TriggerFunction" and m.stream_arn == arn)
+    return next(m for m in engine.mappings if m.function == function and m.stream_arn == arn)

@@ -20,12 +20,13 @@ pytestmark = pytest.mark.e2e
 
 # The copy's ProcessTasks gets no wake-ups (its subscription filters on a queue no one uses): only the test
 # invokes it, so the test knows which invocation holds its slot.
-NO_WORK_WAKEUPS = ("queue: [work]", "queue: [nothing-here]")
+NO_WORK_WAKEUPS = ("queue: [work]", "queue: [nothing-here]")  # nothing but direct invokes start ProcessTasks:
+NO_WORK_STREAM = ('"queue": {"S": ["work"]}', '"queue": {"S": ["nothing-here"]}')  # no wake-up, no stream start
 
 
 def test_a_synchronous_invoke_over_reserved_concurrency_is_refused_at_once(start_engine, template_copy):
-    path = template_copy(lambda text: text.replace(*NO_WORK_WAKEUPS))
-    engine = start_engine({"FakeRunnerDurationSeconds": 4}, template=path)
+    path = template_copy(lambda text: text.replace(*NO_WORK_WAKEUPS).replace(*NO_WORK_STREAM))
+    engine = start_engine({"FakeRunnerDurationSeconds": 4, "ProcessTasksConcurrency": 1}, template=path)
     pool = engine.pools["ProcessTasksFunction"]
     assert pool.limit == 1  # ReservedConcurrentExecutions: ProcessTasksConcurrency (1)
     assert engine.invoke("CreateTasksFunction", {"queue": "work", "count": 1}).ok
@@ -54,7 +55,7 @@ def test_a_synchronous_invoke_over_reserved_concurrency_is_refused_at_once(start
 
 
 def test_an_agent_event_is_served_while_a_matcher_run_holds_the_matchers_only_slot(start_engine):
-    engine = start_engine()
+    engine = start_engine({"MatcherConcurrency": 1})
     matcher = engine.pools["MatcherFunction"]
     assert matcher.limit == 1  # ReservedConcurrentExecutions: MatcherConcurrency (1)
     assert engine.functions["AgentEventsFunction"].reserved_concurrency is None
@@ -62,7 +63,7 @@ def test_an_agent_event_is_served_while_a_matcher_run_holds_the_matchers_only_sl
     created = engine.invoke("CreateTasksFunction", caller)
     assert created.ok, created.error
     call_id = created.result["taskIds"][0]
-    # The call's wake-up runs the Matcher once (no agent yet: the call waits); its environment stays warm.
+    # The call's stream start runs the Matcher once (no agent yet: the call waits); its environment stays warm.
     assert engine.wait_for(lambda: matcher.stats["invocations"] >= 1 and not engine.busy(), timeout=30)
 
     # A matching run that takes long: the Matcher's one environment is paused, then given a wake-up.

@@ -36,7 +36,7 @@ def test_a_task_delayed_beyond_the_budget_is_claimed_on_time_with_no_worker_awak
     claim = claim_of(engine, task_id)
     late_ms = claim["age_ms"] - DELAY * 1000
     assert 0 <= late_ms < 1000, claim  # claimed within a second of due (the safety net is off here)
-    assert engine.one_time is not None and [f["name"] for f in engine.one_time.fired] == ["taskqueue-local-wake-work"]
+    assert engine.one_time is not None and [f["name"] for f in engine.one_time.fired] == ["wake-work"]
     assert invocations(engine, "TriggerFunction", "scheduler")  # the schedule woke Trigger
     assert engine.wait_for(lambda: settled(engine), timeout=15)  # the claiming run has ended: it is recorded too
     # No worker invocation ran while the task waited: each ended before, or began after, the wait (the woken worker
@@ -56,7 +56,7 @@ def test_a_lost_schedule_is_caught_by_the_safety_net(start_engine):
     task_id, due = create_delayed(engine)
     scheduler = engine.client("scheduler")
     assert engine.wait_for(lambda: scheduler.list_schedules()["Schedules"], timeout=10)
-    scheduler.delete_schedule(Name="taskqueue-local-wake-work")  # lost
+    scheduler.delete_schedule(Name="wake-work", GroupName="taskqueue-local-WakeScheduleGroup")  # lost
     assert engine.wait_for(lambda: claim_of(engine, task_id) is not None, timeout=DELAY + 20), engine.stats()
     assert invocations(engine, "TriggerFunction", "schedule"), "the safety net never ran"
     claim = claim_of(engine, task_id)

@@ -117,7 +117,6 @@ def test_progress_reaches_the_stream_and_the_task_and_wakes_nothing(start_engine
     assert progress[0]["progressMessage"]["S"] == "step 1 of 20"
     item = table_items(engine)[task_id]
     assert item["taskStatus"]["S"] == "SUCCESS" and float(item["progress"]["N"]) == values[-1]
-    # Trigger's stream filter passes the task's INSERT only: the progress writes invoked nothing.
-    mapping = next(m for m in engine.mappings if m.function == "TriggerFunction"
-                   and m.stream_arn == engine.template.resolver.attrs["QueueTable.StreamArn"])
+    # The TaskStream filter passes the task's INSERT only: the progress writes started nothing.
+    mapping = next(m for m in engine.mappings if m.function == "ProcessTasksFunction")
     assert mapping.stats["records_delivered"] == 1, mapping.stats

@@ -64,8 +64,8 @@ def test_overload_serves_newest_first_and_sheds_expired_tasks(start_engine):
     # Fresh work served: claimed tasks were young, compared with the tasks that were shed.
     shed_ages = [age for _, _, age in obs.sheds]
     assert statistics.median(c["age_ms"] for c in obs.claims) < 0.5 * statistics.median(shed_ages)
-    # Trigger saw every INSERT and every TTL REMOVE of a PENDING task (its FilterCriteria), marked with the TTL
-    # identity; the TTL deletion of a task already shed by a reader (status SHED) is cleanup and not passed on.
+    # ProcessTasks' TaskStream saw every INSERT and every TTL REMOVE of a PENDING task (its FilterCriteria), marked
+    # with the TTL identity; the TTL deletion of a task already shed by a reader (status SHED) is cleanup, not passed on.
     mapping = queue_stream_mapping(engine)
     shed_by_ttl = sum(1 for track in obs.tasks.values() if track.removed == "shed")
     assert mapping.stats["records_delivered"] >= counts["created"] + shed_by_ttl
@@ -79,34 +79,27 @@ def test_tail_calls_keep_processing_past_one_invocation_budget(start_engine):
     runs = invocations(engine, "ProcessTasksFunction")
     assert len(runs) >= 2
     assert any(r["result"] and r["result"]["work_remains"] for r in runs)
-    # The tail call went straight from ProcessTasks to WorkerWakeUpTopic and on to ProcessTasks (SNS invocations),
-    # with no Trigger relay and no schedule running.
-    assert len(invocations(engine, "ProcessTasksFunction", "sns")) == len(runs)
-    assert invocations(engine, "TriggerFunction", "sns") == []
+    # The stream started the first run; each tail call went straight from ProcessTasks to WorkerWakeUpTopic and on to
+    # ProcessTasks (SNS invocations), with no Trigger and no schedule running.
+    tail_calls = sum(1 for r in runs if r["result"] and r["result"]["work_remains"])
+    assert len(invocations(engine, "ProcessTasksFunction", "sns")) == tail_calls
+    assert invocations(engine, "TriggerFunction") == []
     assert not engine.schedules or all(s.fired == 0 for s in engine.schedules)
 
 
 def test_throttled_process_tasks_invocation_loses_no_work(start_engine):
-    """A wake-up that arrives while the one ProcessTasks instance still runs is throttled and retried, not lost.
-    While a worker watches the queue nobody sends one; once its budget is over it stops watching and finishes its
-    running task, and a producer writing then wakes the queue: that wake-up meets the busy instance."""
-    engine = start_engine({"ProcessTasksConcurrency": 1, "FakeRunnerDurationSeconds": 5, "RunnerCapacity": 1,
-                           "TimeBudgetSeconds": 2, "TriggerBatchingWindowSeconds": 0})
+    """With a reserved concurrency of 1, the stream's batch and the tail call meet the one busy instance: they are
+    throttled and retried (the stream's by its mapping, the tail call's by Lambda's asynchronous retries), not lost;
+    meanwhile the running instance claims the new tasks from the index."""
+    engine = start_engine({"ProcessTasksConcurrency": 1, "FakeRunnerDurationSeconds": 2, "RunnerCapacity": 1,
+                           "TimeBudgetSeconds": 1})
     ids = create(engine, count=1)
-    table = engine.template.resolver.refs["QueueTable"]
-
-    def watched() -> bool:
-        item = engine.ddb.get_item(TableName=table, Key={"taskId": {"S": "queue#work"}}, ConsistentRead=True).get("Item", {})
-        return "watcher" in item
-
-    assert engine.wait_for(watched, timeout=20)  # the instance watches the queue while it claims ...
-    # ... then its budget is over: it stops watching and finishes its running task
-    assert engine.wait_for(lambda: not watched() and engine.pools["ProcessTasksFunction"].busy == 1, timeout=20)
+    assert engine.wait_for(lambda: engine.pools["ProcessTasksFunction"].busy == 1, timeout=20)
     ids += create(engine, count=1) + create(engine, count=1)
     assert engine.wait_for(lambda: settled(engine) and engine.observer.counts()["created"] == len(ids), timeout=90), \
         engine.observer.counts()
     assert all(engine.observer.outcome_of(t) == "SUCCESS" for t in ids)
     stats = engine.stats()["functions"]["ProcessTasksFunction"]
-    assert stats["async"]["throttled"] > 0, stats
     assert stats["max_concurrency"] == 1
+    assert stats["throttles"] > 0 or stats["async"]["throttled"] > 0, stats
     assert stats["async"]["dropped_age"] == 0

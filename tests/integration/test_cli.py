@@ -1,7 +1,6 @@
 """The operator CLI through its entry point ``main(argv)`` against moto."""
 
 import json
-import time
 from typing import Any
 
 import boto3

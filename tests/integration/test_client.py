@@ -6,7 +6,6 @@ the worker)."""
 from __future__ import annotations
 
 import json
-import logging
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 
-from taskqueue.client import Enqueued, TaskQueueClient, WakeUp
+from taskqueue.client import TaskQueueClient, WakeUp
 from taskqueue.client.discovery import DiscoveryError
 from taskqueue.core.errors import InvalidField, TaskNotFound, WaitTimedOut
 from taskqueue.core.states import TaskStatus
@@ -25,7 +24,6 @@ from taskqueue.store.control import is_control_id
 from taskqueue.wakeups.notify import Notifier
 from taskqueue.work.worker import Worker
 from tests.conftest import TABLE, make_settings
-from tests.faults import FaultyClient, on_item
 
 
 @pytest.fixture

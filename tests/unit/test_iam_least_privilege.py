@@ -50,11 +50,9 @@ from taskqueue.matching.pairing import Pair
 from taskqueue.matching.rules import MatchSettings, parse_profile
 from taskqueue.services import Services
 from taskqueue.store import TaskStore
-from taskqueue.wakeups.notify import Notifier
 from taskqueue.work.lease import extend_lease
 from tests.agent_support import AGENT_TABLE, create_agent_table
 from tests.conftest import TABLE, make_settings
-from tests.faults import FaultyClient
 from tests.support import FakeClock, LambdaContextStub, load_event, load_function, template
 
 # Error paths end without metrics: Powertools warns that it has none to publish.

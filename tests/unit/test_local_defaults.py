@@ -70,7 +70,6 @@ def test_the_demo_and_the_local_stack_turn_on_the_schedule_and_run_the_default_s
     assert LOCAL_STACK == {**SCHEDULE, **PRESENCE, **RUNNER} and DEMO == {**SCHEDULE, **RUNNER}
     assert SCHEDULE["CreateTasksScheduleState"] == "ENABLED" and SCHEDULE["CreateTasksCount"] == "15"
     for name, parameters in configurations():
-        own = load_scenario(name.removeprefix("demo ")).get("parameters", {}) if name.startswith("demo ") else {}
         for key in ("ProcessTasksConcurrency", "MatcherConcurrency"):  # how work starts: as a default deploy
             assert text(parameters.get(key, default_of(key))) == default_of(key), (name, key)
         own_arrivals = "callcenter" in name or load_scenario(name.removeprefix("demo ")).get("arrivals") in ("poisson", "groups") \

@@ -23,7 +23,6 @@ batch names).
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable, Sequence
 
 from aws_lambda_powertools import Logger
@@ -47,6 +46,7 @@ from taskqueue.work.record_view import RecordView
 from taskqueue.work.report import Tally, WorkerReport
 from taskqueue.work.runner import TaskRunner
 from taskqueue.work.running import BEAT_SECONDS, RunningTasks
+from taskqueue.work.stale_entries import StaleEntries
 
 logger = Logger(child=True)
 
@@ -56,10 +56,6 @@ IDLE_POLL_SECONDS = 0.5
 # After a round whose every claim was lost (another worker won, or a stale index entry), pause this long (jittered)
 # before reading the index again, instead of spinning on the same entries.
 LOST_ROUND_PAUSE_SECONDS = 0.2
-# A global secondary index shows writes late: right after a claim the index still lists the task as waiting, and a
-# claim of such an entry fails and still costs a write. So the entry of a task this run has just claimed, or lost a
-# claim on, is passed over for this long (a task it released for a retry is not: that entry is real).
-STALE_ENTRY_SECONDS = 2.0
 
 Stopped = Callable[[str, "int | None", "QueueRecord | None"], None]
 
@@ -152,9 +148,9 @@ class _Run:
                                   count=tally.add, refused=tally.refused_for_now)
         # Named tasks first, in the queue's order (a descending read of the index: the largest sort key is next).
         self.named = sorted(named, key=lambda c: c.ready_sort, reverse=True)
-        self.stale: dict[str, float] = {}  # task id -> monotonic time until which its index entry is passed over
+        self.first_round = True
+        self.stale = StaleEntries(self.clock)  # index entries this run claimed (or lost) just now: passed over
         self.left_for_fresh: set[str] = set()  # tasks too long for this invocation's time left: the next one's
-        self.stale_lock = threading.Lock()
 
     # ---- claiming -------------------------------------------------------------------------------------------
 
@@ -192,10 +188,22 @@ class _Run:
                 return
 
     def next_candidates(self, free: int) -> tuple[list[Candidate], int]:
-        """What to claim next: the named tasks left, else a look at the index (and how many stale entries it met)."""
-        if self.named:  # each leaves the list once tried (``claim_one``); one refused for now stays
+        """What to claim next, and how many stale entries a look met: the named tasks at first (the newest a stream
+        batch hands over: no read, no wait for the index); then a look, with the named tasks not tried yet merged in
+        the queue's order, so that newer work that arrived meanwhile is served first (LIFO) and a named task the index
+        does not show yet (its lag) is still claimed."""
+        if self.named and self.first_round:
+            self.first_round = False
             return self.named[:free], 0
-        skip = self.stale_ids() | self.time.found_too_long
+        looked, met_stale = self.look(free)
+        if not self.named:
+            return looked, met_stale
+        seen = {c.task_id for c in looked}
+        merged = sorted([*looked, *(c for c in self.named if c.task_id not in seen)], key=lambda c: c.ready_sort, reverse=True)
+        return merged, met_stale
+
+    def look(self, free: int) -> tuple[list[Candidate], int]:
+        skip = self.stale.ids() | self.time.found_too_long
         wanted = max(self.w._settings.page_size, free)
         if self.fair.groups:  # a fair look reads one query per group: ask for what the free slots can take
             wanted = min(wanted, 2 * free + 1)
@@ -277,7 +285,7 @@ class _Run:
             return None
         finally:
             self.tried(candidate)
-        self.mark_stale(candidate.task_id)
+        self.stale.add(candidate.task_id)
         if task is None:
             self.fair.lost(admitted)
             report.lost += 1
@@ -292,8 +300,8 @@ class _Run:
 
     def tried(self, candidate: Candidate) -> None:
         """A named task was tried: it is not named any more (one refused for now waits in the index for a look)."""
-        if self.named and candidate in self.named:
-            self.named.remove(candidate)
+        if self.named:
+            self.named = [c for c in self.named if c.task_id != candidate.task_id]
 
     def too_long(self, candidate: Candidate, exc: TaskTooLong) -> None:
         w = self.w
@@ -341,6 +349,10 @@ class _Run:
             self.slots.free_all()
             self.fair.free_all()
 
+    def _released(self, task: Task, not_before_ms: int) -> None:
+        self.delayed.released(task.task_id, not_before_ms, (task.shard, task.group))
+        self.stale.forget(task.task_id)  # its new index entry is real: claimable again once due
+
     # ---- the end -------------------------------------------------------------------------------------------
 
     def finish(self) -> None:
@@ -377,24 +389,6 @@ class _Run:
         """A delayed entry falls due within the next budget (and the wait horizon, with a scheduled wake-up)."""
         due_in = self.delayed.due_in_seconds()
         return due_in is not None and due_in < min(self.w._settings.time_budget_seconds, self.w._horizon)
-
-    # ---- index entries seen lately ----------------------------------------------------------------------------
-
-    def stale_ids(self) -> set[str]:
-        now = self.clock.monotonic()
-        with self.stale_lock:
-            self.stale = {task_id: until for task_id, until in self.stale.items() if until > now}
-            return set(self.stale)
-
-    def mark_stale(self, task_id: str) -> None:
-        with self.stale_lock:
-            self.stale[task_id] = self.clock.monotonic() + STALE_ENTRY_SECONDS
-
-    def _released(self, task: Task, not_before_ms: int) -> None:
-        self.delayed.released(task.task_id, not_before_ms, (task.shard, task.group))
-        with self.stale_lock:  # its new index entry is real: claimable again once due
-            self.stale.pop(task.task_id, None)
-
 
 def _earliest(*seconds: float | None) -> float | None:
     return min((s for s in seconds if s is not None), default=None)
