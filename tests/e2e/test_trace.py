@@ -107,9 +107,15 @@ def test_one_enqueue_from_a_traced_producer_is_one_trace_to_the_runners_own_span
     (attempt,) = daemon.named("process work")
     (runner_span,) = attempt["subsegments"]
     (call,) = received
-    print(f"\ntrace id {producer.trace_id}: enqueue {enqueue.id} (orders-api) -> attempt {attempt['id']} "
-          f"(ProcessTasks) -> runner span {runner_span['id']} ({runner_span['name']}) -> service got "
-          f"traceparent {call['traceparent']}")
+    print(f"\ntrace {producer.trace_id}\n"
+          f"  segment    {producer.id} orders-api (the producer)\n"
+          f"    subseg   {enqueue.id} enqueue -> task {task_id}\n"
+          f"      segment  {attempt['id']} {attempt['name']} (ProcessTasks), trace {attempt['trace_id']}, "
+          f"parent {attempt['parent_id']}, "
+          f"annotations {json.dumps(attempt['annotations'], sort_keys=True)}\n"
+          f"        subseg {runner_span['id']} {runner_span['name']} (the example runner's call)\n"
+          f"          the service got traceparent {call['traceparent']}\n"
+          f"                          X-Amzn-Trace-Id {call['xray']}")
     assert daemon.named("orders-api")[0]["trace_id"] == attempt["trace_id"] == producer.trace_id
     assert attempt["parent_id"] == enqueue.id
     assert attempt["annotations"] == {"task_id": task_id, "queue": "work", "group": "default", "attempt": 1}
