@@ -36,8 +36,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import common  # noqa: E402
-from bench.common import client_for  # noqa: E402
 from bench.dollars import MONTHLY_FEES, PRICES, USAGE_PRICES  # noqa: E402
 from taskqueue.core.clock import SystemClock  # noqa: E402
 from taskqueue.core.model import new_tasks, parse_create_request  # noqa: E402
@@ -122,6 +120,8 @@ def claim(store: TaskStore, running: int) -> None:
 def one_run(endpoint: str, waiting: int, running: int, groups: int) -> Run:
     """A fresh table seeded with ``waiting + running`` tasks (spread over ``groups`` groups, the first noisy with half
     of them), ``running`` of them claimed, then one run's reads and EMF."""
+    from bench.common import client_for
+
     client, admin = client_for(endpoint), client_for(endpoint)
     table = f"gauges-{uuid.uuid4().hex[:8]}"
     create_queue_table(admin, table)
@@ -154,6 +154,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=10, help="groups of the scenarios with groups (default 10)")
     args = parser.parse_args(argv)
+    from bench import common  # sets the benchmarks' environment on import: not at this module's import (its tests)
+
     common.quiet()
     os.environ.update(STACK_ENVIRONMENT)
     endpoint = os.environ.get("DYNAMODB_LOCAL_ENDPOINT", "").strip()

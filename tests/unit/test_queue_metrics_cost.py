@@ -41,3 +41,18 @@ def test_each_query_costs_at_least_half_a_unit_and_asks_for_its_capacity():
     assert (units.units, units.queries) == (3.0, 2)
     with pytest.raises(RuntimeError, match="with-dynamodb-local"):
         count(parsed={})  # an engine that reports nothing (moto without it): refused, not counted as free
+
+
+def test_importing_it_leaves_the_environment_alone():
+    """bench.common sets the benchmarks' environment on import (metrics off): imported with this module, it silenced
+    the metrics of every later test in the same process."""
+    import os
+    import subprocess
+    import sys
+
+    check = ("import os; before = dict(os.environ); import bench.queue_metrics_cost; "
+             "assert dict(os.environ) == before, set(os.environ) ^ set(before)")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("POWERTOOLS_")}
+    environment["PYTHONPATH"] = os.pathsep.join(["layers/taskqueue", "."])
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    subprocess.run([sys.executable, "-c", check], check=True, env=environment, cwd=root)
