@@ -2,8 +2,8 @@
 
 ``FaultyClient`` wraps a boto3 client: each listed operation raises, in order, the ``ClientError`` codes
 queued for it (as botocore raises them once its own retries are spent), then behaves normally.
-``on_item(task_id)`` limits a fault to the requests on one item (the queue's control item takes writes of its
-own: the wake-up handshake). ``ttl_sweep`` deletes what DynamoDB's TTL would delete at a given time, by the attribute the template names.
+``on_item(task_id)`` limits a fault to the requests on one item (the queue's record takes writes of its
+own: slots, the planner's lease). ``ttl_sweep`` deletes what DynamoDB's TTL would delete at a given time, by the attribute the template names.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def on_item(task_id: str) -> Callable[[dict[str, Any]], bool]:
 
 
 def on_tasks(request: dict[str, Any]) -> bool:
-    """A ``when`` for ``FaultyClient.fail``: requests on task items, not on a queue's control items (the wake-up
-    handshake writes those at the start and end of every run)."""
+    """A ``when`` for ``FaultyClient.fail``: requests on task items, not on a queue's record (slots and the
+    planner's lease are written there)."""
     task_id = request.get("Key", {}).get("taskId", {}).get("S")
     return task_id is not None and not task_id.startswith("queue#")
 

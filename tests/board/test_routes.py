@@ -122,7 +122,7 @@ def test_pause_and_resume(store, browser, topics):
     assert store.is_paused("work") and "paused queue &#39;work&#39;" in page
     page = browser.act("/actions/resume", {"queue": "work"})
     assert not store.is_paused("work") and "resumed queue" in page
-    # woken as a producer wakes (the handshake: straight to WorkerWakeUpTopic), as `taskq resume` does
+    # woken straight through WorkerWakeUpTopic, as `taskq resume` does
     assert topics.wakeups() == ["work"] and topics.tail_calls() == []
 
 

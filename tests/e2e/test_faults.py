@@ -40,8 +40,8 @@ def test_the_command_line_refuses_a_fault_setting_it_cannot_use(capsys):
 
 
 def test_the_command_line_injects_faults(capsys):
-    code = main(["invoke", "--faults", '{"sns_publish_errors": {"share": 1}}', "trigger", "events/trigger-sns-tail-call.json"])
+    code = main(["invoke", "--faults", '{"sns_publish_errors": {"share": 1}}', "trigger", "events/trigger-delayed-head.json"])
     captured = capsys.readouterr()
-    # The tail call's wake-up is refused every time: the invocation fails, so Lambda would retry it.
+    # The delayed head's wake-up is refused every time: the invocation fails, so Scheduler would retry it.
     assert code == 1
-    assert "could not wake 1 of 1 queue(s)" in captured.out and "KMSThrottling" in captured.out
+    assert "could not publish a wake-up for queue 'work'" in captured.out and "KMSThrottling" in captured.out

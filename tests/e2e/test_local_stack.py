@@ -125,7 +125,6 @@ def test_the_local_stack_serves_lambda_invoke_and_keeps_its_state_across_restart
     assert outputs["WorkerWakeUpTopicArn"] == "arn:aws:sns:us-east-1:123456789012:taskqueue-local-WorkerWakeUpTopic"
     assert outputs["QueueTableName"] == "taskqueue-local-QueueTable"
     assert outputs["AgentTableName"] == "taskqueue-local-AgentTable"
-    assert outputs["TriggerTopicArn"].endswith(":taskqueue-local-TriggerTopic")
     assert outputs["FailedEventsQueueUrl"].endswith("/taskqueue-local-FailedEventsQueue")
     assert outputs["ProcessTasksFunctionName"] == "taskqueue-local-ProcessTasksFunction"
     assert record["parameters"]["FakeRunnerDurationSeconds"] == "0"

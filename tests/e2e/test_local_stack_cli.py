@@ -122,9 +122,9 @@ def test_taskq_finds_and_operates_the_local_stack_without_credentials(stack, tas
     refused = taskq("purge", "work", "--state", "PENDING", ok=False)  # no terminal to ask on, and no --yes
     assert refused.returncode == 1 and "pass --yes to confirm" in refused.stderr
 
-    # Resumed: the wake-up goes through the stack's TriggerTopic to its worker, which runs the two tasks.
+    # Resumed: the resume mark goes through the table's stream to the queue's worker, which runs the two tasks.
     resumed = as_json(taskq, "--local", "resume", "work")
-    assert resumed["woken"] == ["work"]
+    assert resumed["resumed"] == ["work"]
     deadline = time.monotonic() + 60
     while True:
         work = work_stats(taskq, "--include-success")

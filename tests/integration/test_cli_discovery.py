@@ -169,7 +169,7 @@ def test_a_stale_file_is_ignored_with_a_one_line_notice(bare_env, capsys):
 
 @pytest.fixture
 def local_stack(bare_env) -> Iterator[dict[str, Any]]:
-    """A moto server with the queue table, FailedEventsQueue and TriggerTopic, and the stack file `make up` writes
+    """A moto server with the queue table, FailedEventsQueue and WorkerWakeUpTopic, and the stack file `make up` writes
     for it (this process's pid: alive)."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -180,9 +180,9 @@ def local_stack(bare_env) -> Iterator[dict[str, Any]]:
     table = "taskqueue-local-QueueTable-discovery"
     create_queue_table(db, table)
     queue_url = session.client("sqs", endpoint_url=endpoint).create_queue(QueueName="taskqueue-local-FailedEvents")["QueueUrl"]
-    topic = session.client("sns", endpoint_url=endpoint).create_topic(Name="taskqueue-local-TriggerTopic")["TopicArn"]
+    topic = session.client("sns", endpoint_url=endpoint).create_topic(Name="taskqueue-local-WorkerWakeUpTopic")["TopicArn"]
     document = stack_document(os.getpid(), endpoint, QueueTableName=table, FailedEventsQueueUrl=queue_url,
-                              TriggerTopicArn=topic)
+                              WorkerWakeUpTopicArn=topic)
     document["parameters"] = {"QueueShards": "2"}
     write(bare_env / ".taskq" / "local-stack.json", document)
     try:

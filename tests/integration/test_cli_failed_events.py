@@ -97,7 +97,7 @@ def lam(monkeypatch) -> FakeLambda:
 
 
 def task_count(dynamodb: Any) -> int:
-    """Task items only: the queues' control items (the wake-up handshake's record) are not tasks."""
+    """Task items only: the queues' records are not tasks."""
     return dynamodb.scan(TableName=TABLE, Select="COUNT", FilterExpression="attribute_exists(taskStatus)")["Count"]
 
 

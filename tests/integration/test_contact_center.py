@@ -331,7 +331,7 @@ class CountingClient:
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             key = kwargs.get("Key", {}).get("taskId", {}).get("S", "")
-            # The queue's control item (the wake-up handshake's record) is counted apart from the tasks.
+            # The queue's record (the planner's lease) is counted apart from the tasks.
             self.requests[f"{name} (queue control)" if key.startswith("queue#") else name] += 1
             return real(*args, **kwargs)
 
@@ -368,7 +368,7 @@ def test_the_last_of_1500_waiting_calls_is_matched_in_one_run_in_a_bounded_numbe
     assert reads["query"] == 1 + (1 + 1500 // 100), reads  # the lease recovery, pass 1's walk
     assert reads["batch_get_item"] == 1500 // 100, reads
     assert reads.get("update_item", 0) == 0 and reads.get("scan", 0) == 0, reads  # no task written but the match
-    assert reads["update_item (queue control)"] == 2, reads  # the wake-up handshake: watch, then stop watching
+    assert reads["update_item (queue control)"] == 2, reads  # the planner's lease: taken, then released
     assert counting_agents.requests["query"] == 2, counting_agents.requests  # idle agents x 2 passes
     assert counting_agents.requests["transact_write_items"] == 1
 

@@ -15,7 +15,7 @@ app = load_function("create_tasks")
 
 
 def all_items(dynamodb):
-    """Every task item (not the queues' control items, which the wake-up handshake writes)."""
+    """Every task item (not the queues' records)."""
     return [i for i in dynamodb.scan(TableName=TABLE)["Items"] if not is_control_id(i["taskId"]["S"])]
 
 

@@ -50,7 +50,7 @@ def template_with_size_runner(tmp_path: Path) -> Path:
 def test_an_oversized_result_ends_failure_naming_the_limit_on_the_engine_with_the_limit_enforced(tmp_path):
     faults = Faults(seed=3, item_size_limit=True)
     engine = Engine(template_with_size_runner(tmp_path), {
-        "TaskRunner": "size_runner:run", "TimeBudgetSeconds": 3, "TriggerBatchingWindowSeconds": 1,
+        "TaskRunner": "size_runner:run", "TimeBudgetSeconds": 3,
         "CreateTasksScheduleState": "DISABLED"}, time_scale=0.3, schedules=False, faults=faults,
         ttl_lateness=1.0, ttl_interval=0.5)
     try:

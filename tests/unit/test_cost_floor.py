@@ -85,8 +85,8 @@ def test_the_table_says_which_targets_are_reachable_and_what_was_measured():
     table = markdown(measured({"dollars": {"product@1": {"total": 7.0}, "product-provisioned@10": {"total": 1.7}}}))
     rows = [line for line in table.splitlines() if line.startswith("| $")]
     assert len(rows) == 4
-    # Every target is above the floor of any design and of this architecture (stream starts at 1 task/s: with a
-    # lingering watcher there, as before issue 29's stream starts, it was $4.83).
+    # Every target is above the floor of any design and of this architecture (a worker started per stream batch at
+    # 1 task/s).
     assert ["yes, in this architecture" in row for row in rows] == [True, True, True, True]
     assert "| 4.59 (a stream start per batch) |" in rows[0]
     assert "| 7.00 |" in rows[0] and "| no; +52% |" in rows[0]

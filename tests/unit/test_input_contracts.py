@@ -25,11 +25,11 @@ def test_the_schema_file_is_a_valid_draft_7_json_schema_at_the_documented_path()
     jsonschema.Draft7Validator.check_schema(schema.CREATE_TASKS_SCHEMA)
 
 
-def test_the_readme_and_the_operations_guide_link_the_schema():
-    readme = (ROOT / "README.md").read_text()
+def test_the_configuration_and_the_operations_guide_link_the_schema():
+    configuration = (ROOT / "docs" / "configuration.md").read_text()
     operations = (ROOT / "docs" / "operations.md").read_text()
-    section = readme.split("### CreateTasks input", 1)[1].split("\n### ", 1)[0]
-    assert f"]({schema.SCHEMA_PATH})" in section
+    section = configuration.split("## CreateTasks input", 1)[1].split("\n## ", 1)[0]
+    assert f"](../{schema.SCHEMA_PATH})" in section
     assert f"](../{schema.SCHEMA_PATH})" in operations
 
 
@@ -154,6 +154,6 @@ def test_the_template_sets_worker_queues_as_the_wake_up_filter_policy(function, 
     assert Settings.from_env(env(QUEUE_ORDERS=queue_orders, WORKER_QUEUES=queue)).served_queues == (queue,)
 
 
-def test_the_readme_documents_worker_queues():
-    configuration = (ROOT / "README.md").read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
+def test_the_configuration_documents_worker_queues():
+    configuration = (ROOT / "docs" / "configuration.md").read_text().split("## CreateTasks input", 1)[0]
     assert "`WORKER_QUEUES`" in configuration

@@ -228,8 +228,8 @@ def test_tables_are_retained_and_protected_from_deletion_by_default():
         assert resource["Properties"]["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
     assert TPL["Conditions"]["ProtectTables"] == {"Fn::Equals": [{"Ref": "TableDeletionProtection"}, "true"]}
     assert TPL["Parameters"]["TableDeletionProtection"]["Default"] == "true"
-    readme = (ROOT / "README.md").read_text()
-    assert "## Removing the stack" in readme and "--no-deletion-protection-enabled" in readme
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    assert "## Removing the stack" in operations and "--no-deletion-protection-enabled" in operations
 
 
 def test_dead_letters_are_kept_apart_from_successful_tasks():
