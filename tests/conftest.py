@@ -545,6 +545,16 @@ def fresh_metrics() -> None:
     Metrics().clear_metrics()
 
 
+@pytest.fixture(autouse=True)
+def fresh_queue_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts with no memory of the queue metrics a safety net published (taskqueue.observe.queue_metrics
+    keeps when each queue last held tasks, per process): a test's busy queue would have a later test's idle one
+    publish its trailing zeros."""
+    from taskqueue.observe import queue_metrics
+
+    monkeypatch.setattr(queue_metrics, "_published", queue_metrics.Published())
+
+
 @pytest.fixture
 def dynamodb(aws: None) -> Any:
     client = boto3.client("dynamodb")

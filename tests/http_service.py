@@ -22,7 +22,8 @@ def http_service(slow_seconds: float = 2.0) -> Iterator[tuple[str, list[dict[str
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - the http.server protocol
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"null")
-            received.append({"path": self.path, "body": body, "key": self.headers.get("Idempotency-Key")})
+            received.append({"path": self.path, "body": body, "key": self.headers.get("Idempotency-Key"),
+                             "traceparent": self.headers.get("traceparent"), "xray": self.headers.get("X-Amzn-Trace-Id")})
             if self.path == "/slow":
                 time.sleep(slow_seconds)
             status = ANSWERS.get(self.path, 200)

@@ -63,6 +63,9 @@ def task_dict(task: Task) -> dict[str, Any]:
         "keptUntil": iso(task.delete_at * 1000) if task.delete_at is not None and task.status.value != "PENDING" else None,
         "payload": task.payload,
         "result": task.result,
+        # The producer's trace (docs/tracing.md): search X-Ray for the trace id, a tracing backend for traceparent.
+        "traceparent": task.trace.traceparent if task.trace else None,
+        "xrayTraceId": task.trace.xray_root if task.trace else None,
     }
 
 

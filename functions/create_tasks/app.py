@@ -1,10 +1,12 @@
 """CreateTasks: writes PENDING tasks, from the EventBridge schedule, a direct invoke or a user's system.
 
 Input (every field optional): {"queue": "work", "count": 1, "priority": 0, "ttlSeconds": DEFAULT_TTL_SECONDS,
-"payload": {}, "maxAttempts": MAX_ATTEMPTS, "delaySeconds": 0, "taskIds": [...]}, or a whole EventBridge
+"payload": {}, "maxAttempts": MAX_ATTEMPTS, "delaySeconds": 0, "taskIds": [...], "traceparent": "00-...",
+"awsTraceHeader": "Root=..."}, or a whole EventBridge
 Scheduled Event (a schedule without Input), which creates the default request {}. Both shapes are declared in
 layers/taskqueue/taskqueue/core/schemas/create_tasks.schema.json; any other input is refused with an InvalidField that
-names the field, and nothing is written.
+names the field, and nothing is written. Without a trace context in the request the tasks carry the invocation's
+(Lambda passes a traced caller's X-Ray trace on; docs/tracing.md).
 """
 
 from __future__ import annotations

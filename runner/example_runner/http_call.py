@@ -14,7 +14,10 @@ The runner protocol (docs/runner.md), as this runner uses it:
 - raise anything else: a failed attempt, retried with backoff until the task's maxAttempts (HTTP 5xx, 408, 429,
   a timeout, a refused connection);
 - ``report_progress(number, message)``: how far it is; written at most every few seconds, seen by ``taskq show``,
-  the producer client and the table's stream.
+  the producer client and the table's stream;
+- ``tracing.span`` and ``tracing.headers()``: each call is a span of the task's trace (the producer's, which the
+  worker's span for the attempt joins), and the service gets ``traceparent`` and ``X-Amzn-Trace-Id`` so its own spans
+  join it too (docs/tracing.md).
 
 A payload ``{"items": [...]}`` is sent one item per call, with progress after each; any other payload in one call.
 """
@@ -26,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from taskqueue import tracing
 from taskqueue.errors import PermanentTaskError
 from taskqueue.model import Task
 from taskqueue.progress import report_progress
@@ -56,13 +60,14 @@ def run(task: Task) -> dict[str, Any]:
 
 
 def call(client: httpx.Client, url: str, body: Any) -> dict[str, Any]:
-    """One POST; its status and (clipped) answer, or the error the runner protocol needs."""
-    try:
-        response = client.post(url, json=body)
-    except httpx.TimeoutException as exc:
-        raise ServiceUnavailable(f"{url} did not answer within {client.timeout.read} s") from exc
-    except httpx.TransportError as exc:
-        raise ServiceUnavailable(f"{url} could not be reached: {exc}") from exc
+    """One POST, a span of the task's trace; its status and (clipped) answer, or the error the runner protocol needs."""
+    with tracing.span(f"POST {httpx.URL(url).host}"):
+        try:
+            response = client.post(url, json=body, headers=tracing.headers())
+        except httpx.TimeoutException as exc:
+            raise ServiceUnavailable(f"{url} did not answer within {client.timeout.read} s") from exc
+        except httpx.TransportError as exc:
+            raise ServiceUnavailable(f"{url} could not be reached: {exc}") from exc
     status = response.status_code
     if status >= 500 or status in RETRYABLE_CLIENT_ERRORS:
         raise ServiceUnavailable(f"{url} answered {status}: {response.text[:200]}")

@@ -34,7 +34,8 @@ def make_board(store: TaskStore, clock: Any, log: Path, *, read_only: bool = Fal
     seen = None if agents is None else BackgroundValue(agents.agents, 0 if not background else 30, "agents",
                                                       background=background)
     return Board(target, read_only, EmfLogMetrics(log), agents, failed, "test table", counts=counts, agents_seen=seen,
-                 groups_every_s=30 if background else 0, groups_background=background)
+                 groups_every_s=30 if background else 0, groups_background=background,
+                 gauges_every_s=30 if background else 0, gauges_background=background)
 
 
 class Browser:

@@ -25,7 +25,7 @@ import pytest
 
 from taskq.board.assets import htmx_path
 from taskqueue.core.settings import Settings
-from taskqueue.store import TaskStore
+from taskqueue.store import FairTurn, TaskStore
 from tests.board.support import create, dead_letter
 
 pytestmark = pytest.mark.e2e
@@ -282,3 +282,28 @@ def test_the_groups_page_shows_a_noisy_group_first_and_pauses_it(stack, board_ur
     expect(page.locator(".flash.ok")).to_contain_text("resumed group 'browser-noisy'")
     expect(page.locator('[data-paused="work:browser-noisy"]')).to_have_count(0)
     assert store.group_view("work", "browser-noisy").limits.paused_until_ms is None
+
+
+def test_the_queue_metrics_show_the_oldest_waiting_task_and_the_noisy_groups(stack, board_url, page):
+    """The figures the safety net publishes to CloudWatch, on the queues page (read in the background by the board
+    as the safety net reads them): the oldest waiting task's age, waiting / running / delayed (three tasks claimed
+    here: the queues are paused), and a queue with groups' noisy group by name beside the quiet groups'."""
+    from playwright.sync_api import expect
+
+    store, now = stack["store"], int(time.time() * 1000)
+    create(store, now - 95_000, 2, payload={"from": "metrics test"})
+    create(store, now - 40_000, 8, group="tenant-noisy")
+    create(store, now - 20_000, 1, group="tenant-quiet")
+    create(store, now, 2, delaySeconds=600)
+    create(store, now - 10_000, 3)  # the newest of the default group: LIFO claims them first
+    running = [store.claim(c, "browser-test") for c in store.candidates("work", 3, fair=FairTurn(groups=False))]
+    assert all(running)
+    page.goto(board_url)
+    expect(page.locator('[data-metrics-group="work:tenant-noisy"]')).to_contain_text("noisy group tenant-noisy")
+    waiting = float(page.locator('[data-metric="work:tenant-noisy:TasksWaiting"]').get_attribute("data-value"))
+    assert waiting >= 8
+    assert float(page.locator('[data-metric="work:TasksRunning"]').get_attribute("data-value")) >= 3
+    oldest = float(page.locator('[data-metric="work:OldestTaskAge"]').get_attribute("data-value"))
+    assert oldest >= 95
+    expect(page.locator('[data-metrics-group="work:quiet"]')).to_be_visible()
+    page.locator("#queue-metrics").scroll_into_view_if_needed()

@@ -60,10 +60,14 @@ def test_the_queues_page_counts_every_state_by_count_queries_alone(store, clock,
     assert ring and all(p["Limit"] <= 1000 for p in ring)
     # ... the StatusIndex by COUNT queries, the ReadyIndex by queries that return two projected attributes (billed as
     # a COUNT would be: by the index bytes read) to tell waiting, expired and running entries apart.
+    # The queue metrics' figures (store/gauges.py) read the sort key too (the oldest waiting task's order time), at
+    # most the cap's entries a partition, like the counts.
     for params in queries:
         if params not in ring:
             assert params.get("Select") == "COUNT" or (
-                params["IndexName"] == "ReadyIndex" and params["ProjectionExpression"] == "#ttl, notBefore"), params
+                params["IndexName"] == "ReadyIndex" and params["ProjectionExpression"] == "#ttl, notBefore") or (
+                params["IndexName"] == "ReadyIndex" and params["ProjectionExpression"] == "readySort, #ttl, notBefore"
+                and params["Limit"] <= 1000), params
 
 
 def _cell(page: str, name: str) -> str:

@@ -58,8 +58,8 @@ def test_provisioned_bills_each_table_and_index_least_capacity_every_hour_and_no
 
 def test_each_fee_is_counted_once_and_follows_its_parameter():
     default = month()
-    assert line(default, "CloudWatch alarms").quantity == 10  # six alarms; the metric-math ones per metric read
-    assert line(default, "CloudWatch alarms").dollars == pytest.approx(10 * MONTHLY_FEES["cloudwatch_alarm_metric"])
+    assert line(default, "CloudWatch alarms").quantity == 12  # seven alarms; the metric-math ones per metric read
+    assert line(default, "CloudWatch alarms").dollars == pytest.approx(12 * MONTHLY_FEES["cloudwatch_alarm_metric"])
     assert line(default, "dashboards").quantity == 0  # opt-in
     assert line(month(DashboardEnabled="true"), "dashboards").dollars == MONTHLY_FEES["cloudwatch_dashboard"]
     assert line(default, "KMS").quantity == 0  # the alarm topic's key exists only with AlarmEmail

@@ -11,7 +11,8 @@ RES = template()["Resources"]
 
 def dashboard_body() -> dict:
     body, variables = RES["QueueDashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
-    text = re.sub(r"\$\{([A-Za-z:]+)\}", lambda m: f"placeholder-{m.group(1)}", body)
+    # A variable inside a JSON string becomes a placeholder string; one standing for a number (a threshold), a number.
+    text = re.sub(r'(")?\$\{([A-Za-z:]+)\}', lambda m: f'"placeholder-{m.group(2)}' if m.group(1) else "0", body)
     assert set(variables) >= {"Trigger", "Process", "Matcher", "DeadLetter", "Shed", "TriggerErrors"}
     return json.loads(text)
 
@@ -21,6 +22,8 @@ def metric_names_in_dashboard() -> set[str]:
     for widget in dashboard_body()["widgets"]:
         namespace = None
         for row in widget["properties"].get("metrics", []):
+            if isinstance(row[0], dict):  # a metric math or SEARCH expression
+                continue
             namespace = row[0] if row[0] not in (".", "...") else namespace
             if namespace == "TaskQueues" and row[0] != "..." and isinstance(row[1], str):
                 names.add(row[1])
@@ -116,7 +119,9 @@ def test_dashboard_and_alarms_read_the_namespace_and_service_the_functions_are_g
         assert (metric["Namespace"], dims.get("service")) == (namespace, service), name
     for widget in dashboard_body()["widgets"]:
         for row in widget["properties"].get("metrics", []):
-            if row[0] not in (".", "...") and not row[0].startswith("AWS/"):
+            if isinstance(row[0], dict):  # a SEARCH names its namespace and the service dimension itself
+                assert f"{{{namespace},group,queue,service}}" in row[0]["expression"], row
+            elif row[0] not in (".", "...") and not row[0].startswith("AWS/"):
                 assert row[0] == namespace and row[2:4] == ["service", service], row
 
 
@@ -144,4 +149,46 @@ def test_the_dashboard_is_opt_in_and_no_alarm_depends_on_it():
     assert RES["QueueDashboard"]["Condition"] == "HasDashboard"
     assert tpl["Outputs"]["QueueDashboardName"]["Condition"] == "HasDashboard"
     alarms = [name for name, res in RES.items() if res["Type"] == "AWS::CloudWatch::Alarm"]
-    assert len(alarms) == 6 and not [name for name in alarms if "Condition" in RES[name]]
+    assert len(alarms) == 7 and not [name for name in alarms if "Condition" in RES[name]]
+
+
+def test_an_alarm_watches_the_oldest_waiting_task_of_each_queue_quietly_by_default():
+    """SQS users' first alarm: the oldest waiting task's age (taskqueue/core/queue_gauges.py), per queue, the most of
+    a 5-minute period (as the other alarms; a safety net every 1 to 5 minutes feeds it); no data (an idle queue
+    publishes none) is not breaching. The threshold is a parameter whose default (half the default TTL) takes half an
+    hour of a stopped worker or sustained overload to reach, never a burst."""
+    params = template()["Parameters"]
+    alarm = RES["OldestTaskAgeAlarm"]["Properties"]
+    assert alarm["Threshold"] == {"Ref": "OldestTaskAgeAlarmSeconds"}
+    assert params["OldestTaskAgeAlarmSeconds"]["Default"] == params["DefaultTtlSeconds"]["Default"] / 2
+    assert (alarm["EvaluationPeriods"], alarm["TreatMissingData"]) == (1, "notBreaching")
+    (returned,) = [m for m in alarm["Metrics"] if m.get("ReturnData")]
+    stats = [m for m in alarm["Metrics"] if "MetricStat" in m]
+    assert {m["Id"] for m in stats} <= set(re.findall(r"\w+", returned["Expression"]))
+    queues = set()
+    for metric in stats:
+        stat = metric["MetricStat"]
+        dims = {d["Name"]: d["Value"] for d in stat["Metric"]["Dimensions"]}
+        assert (stat["Metric"]["MetricName"], stat["Stat"], stat["Period"]) == ("OldestTaskAge", "Maximum", 300)
+        queues.add(dims["queue"])
+    assert queues == {"work", "calls"}
+    actions = {"Fn::If": ["HasAlarmEmail", [{"Ref": "AlarmTopic"}], {"Ref": "AWS::NoValue"}]}
+    assert alarm["AlarmActions"] == actions and alarm["OKActions"] == actions
+
+
+def test_the_dashboard_shows_every_queue_metric_the_safety_net_publishes():
+    from taskqueue.core.queue_gauges import FIGURES, NOISY_GROUPS, QUIET_SUFFIX
+
+    names = metric_names_in_dashboard()
+    assert {name for name, _ in FIGURES} <= names
+    assert {NOISY_GROUPS, f"OldestTaskAge{QUIET_SUFFIX}", f"TasksWaiting{QUIET_SUFFIX}"} <= names
+    searches = [row[0]["expression"] for w in dashboard_body()["widgets"] for row in w["properties"].get("metrics", [])
+                if isinstance(row[0], dict)]
+    assert any('MetricName="TasksWaiting"' in s and ",group," in s for s in searches)  # the noisiest groups', by name
+
+
+def test_the_safety_net_is_told_how_many_noisy_groups_to_publish():
+    params = template()["Parameters"]["NoisyGroupMetrics"]
+    env = RES["TriggerFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["NOISY_GROUP_METRICS"] == {"Ref": "NoisyGroupMetrics"}
+    assert (params["Default"], params["MinValue"], params["MaxValue"]) == (3, 0, 20)

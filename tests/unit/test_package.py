@@ -14,6 +14,8 @@ from packaging.requirements import Requirement
 
 from tests.support import ROOT, imports_of
 
+# Imported by taskqueue.tracing where they are installed (pyproject.toml's `tracing` extra), never required.
+OPTIONAL = {"aws_xray_sdk", "opentelemetry"}
 SOURCES = {"taskqueue": ROOT / "layers" / "taskqueue" / "taskqueue", "taskq": ROOT / "cli" / "taskq"}
 
 
@@ -85,7 +87,16 @@ def test_every_package_the_client_imports_is_installed_by_the_projects_package()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert {"boto3", "fastjsonschema", "aws_lambda_powertools"} <= imported_by(("taskqueue.client",))  # the walk works
     missing = missing_from(("taskqueue.client",), project["dependencies"])
-    assert missing == {}, f"imported by taskqueue.client but not installed by pyproject.toml: {missing}"
+    # ... but what taskqueue.tracing imports only where it is installed (the `tracing` extra; docs/tracing.md)
+    assert set(missing) <= OPTIONAL, f"imported by taskqueue.client but not installed by pyproject.toml: {missing}"
+    with_tracing = missing_from(("taskqueue.client",), project["dependencies"] + project["optional-dependencies"]["tracing"])
+    assert with_tracing == {}, f"imported by taskqueue.client but not installed with the tracing extra: {with_tracing}"
+
+
+def test_the_optional_packages_are_imported_only_where_they_are_installed():
+    """taskqueue.observe.tracing imports them inside functions, behind a check: a client without them runs."""
+    source = (ROOT / "layers" / "taskqueue" / "taskqueue" / "observe" / "tracing.py").read_text()
+    assert not re.search(r"^(from|import) (aws_xray_sdk|opentelemetry)", source, re.M)
 
 
 def test_every_package_the_cli_imports_is_installed_by_the_package_with_its_extras():

@@ -21,6 +21,8 @@ PUBLIC = [
     ("from taskqueue.runner import runner_factory, fake_legacy_system, load_runner",
      "load_runner('taskqueue.runner:fake_legacy_system') is fake_legacy_system"),
     ("import taskqueue.errors", "taskqueue.errors.PermanentTaskError"),
+    ("from taskqueue import tracing", "tracing.headers() == {} and tracing.current() is None"),
+    ("from taskqueue.tracing import span, headers, current, TraceContext", "TraceContext.__dataclass_fields__"),
 ]
 
 

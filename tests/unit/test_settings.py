@@ -56,7 +56,7 @@ def test_the_bounds_of_every_number_live_in_one_table_that_from_env_applies():
     assert {"QUEUE_SHARDS", "DEFAULT_TTL_SECONDS", "RETENTION_SECONDS", "DEAD_LETTER_RETENTION_SECONDS", "MAX_ATTEMPTS", "LEASE_SECONDS", "PAGE_SIZE",
             "TIME_BUDGET_SECONDS", "RETRY_BASE_SECONDS", "RETRY_MAX_SECONDS", "RUNNER_CAPACITY",
             "FAKE_RUNNER_DURATION_SECONDS", "FAKE_RUNNER_FAILURE_RATE", "WORKER_TIMEOUT_SECONDS",
-            "DEFAULT_RUN_SECONDS"} == set(BOUNDS)
+            "DEFAULT_RUN_SECONDS", "NOISY_GROUP_METRICS"} == set(BOUNDS)
     # The shortest run, so the shortest worker Timeout is accepted too (the two are checked together).
     base = {"QUEUE_TABLE_NAME": "t", "DEFAULT_RUN_SECONDS": "1"}
     for name, (low, high) in BOUNDS.items():

@@ -21,6 +21,7 @@ from taskq.failed_events import FailedEvent, parse, receive_all
 from taskqueue.core.errors import InvalidAgentInput, TaskNotFound
 from taskqueue.core.fairness import DEFAULT_GROUP
 from taskqueue.core.model import Task
+from taskqueue.core.queue_gauges import QueueGauges, records
 from taskqueue.core.states import TaskStatus
 from taskqueue.matching import rules as matching
 from taskqueue.matching.agents import Agent, AgentStatus
@@ -58,6 +59,37 @@ def queue_rows(board: Board, now_ms: int) -> list[QueueRow]:
             series=series[queue],
         ))
     return rows
+
+
+@dataclass(frozen=True)
+class QueueMetrics:
+    """A queue's metric figures as the safety net publishes them (``taskqueue.core.queue_gauges.records``): ``values``
+    metric name -> value of the queue, ``groups`` (group, its values) for its noisiest groups; ``age_s`` of the read
+    (None before the first background read has ended), ``complete`` False when a count stopped at its cap."""
+
+    queue: str
+    values: dict[str, float]
+    groups: list[tuple[str, dict[str, float]]]
+    age_s: float | None
+    error: str | None
+    complete: bool = True
+
+
+def queue_metrics(board: Board) -> list[QueueMetrics]:
+    """Every queue's metric figures, read in the background (``Board.gauges_of``), the same the dashboard plots."""
+    found = []
+    top = board.target.settings.noisy_group_metrics
+    for queue in board.queues:
+        gauges, age, error = board.gauges_of(queue).get()
+        if not isinstance(gauges, QueueGauges):
+            found.append(QueueMetrics(queue, {}, [], age, error))
+            continue
+        queue_record, *group_records = records(gauges, gauges.noisy(top))
+        values = {name: value for name, _, value in queue_record.values}
+        groups = [(dict(r.dimensions)["group"], {name: value for name, _, value in r.values}) for r in group_records]
+        complete = gauges.total.complete and gauges.groups_complete
+        found.append(QueueMetrics(queue, values, groups, age, error, complete))
+    return found
 
 
 # ---- groups (fair share) ----------------------------------------------------------------------------------------

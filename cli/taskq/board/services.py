@@ -23,6 +23,9 @@ AGENTS_EVERY_S = 30.0
 # The groups page's view of a queue (taskqueue.store.group_views: about a read unit per group and shard) is read in
 # the background, at most this often, once a page has asked for it.
 GROUPS_EVERY_S = 15.0
+# The queue metrics' figures (taskqueue.store.gauges: what the safety net publishes each minute; about 1.5 read units
+# per queue idle, at most ~18 per partition past its cap) are read in the background, at most this often.
+GAUGES_EVERY_S = 15.0
 
 # The local stack writes every function's output here, beside its stack file (local/engine/stack.py FUNCTION_LOG; a test
 # checks the two names agree).
@@ -46,6 +49,9 @@ class Board:
     groups_every_s: float = GROUPS_EVERY_S
     groups_background: bool = True
     groups_seen: dict[str, BackgroundValue[Any]] = field(default_factory=dict)
+    gauges_every_s: float = GAUGES_EVERY_S
+    gauges_background: bool = True
+    gauges_seen: dict[str, BackgroundValue[Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Every DynamoDB read of the board is metered; the counts and the agent table's scan are shared by every
@@ -64,6 +70,13 @@ class Board:
             self.groups_seen[queue] = BackgroundValue(lambda: self.store.group_views(queue), self.groups_every_s,
                                                       f"groups-{queue}", background=self.groups_background)
         return self.groups_seen[queue]
+
+    def gauges_of(self, queue: str) -> BackgroundValue[Any]:
+        """The queue's metric figures (``TaskStore.queue_gauges``, as the safety net reads them), in the background."""
+        if queue not in self.gauges_seen:
+            self.gauges_seen[queue] = BackgroundValue(lambda: self.store.queue_gauges(queue), self.gauges_every_s,
+                                                      f"gauges-{queue}", background=self.gauges_background)
+        return self.gauges_seen[queue]
 
     @property
     def store(self):  # noqa: ANN201 - TaskStore; property kept untyped to avoid importing the store only for it

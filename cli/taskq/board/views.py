@@ -57,7 +57,8 @@ def _queues_context() -> dict[str, object]:
         ]
         for row in rows
     }
-    return {"rows": rows, "charts": charts_by_queue, "now_ms": now, "states": [s.value for s in TaskStatus]}
+    return {"rows": rows, "charts": charts_by_queue, "now_ms": now, "states": [s.value for s in TaskStatus],
+            "queue_metrics": reads.queue_metrics(board())}
 
 
 @pages.get("/")

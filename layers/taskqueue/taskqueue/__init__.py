@@ -7,14 +7,15 @@ top to bottom of this list (tests/unit/test_layering.py checks it):
     work/       the work queue's worker: one loop for every start, slots, leases, progress, outcomes, the runner
     workflows/  tasks that wait for other tasks: creation, what a runner reads of its dependencies, views, the hooks
     wakeups/    the starts a worker's own code makes or needs: SNS wake-ups, the safety net, the delayed head's schedule
+    observe/    what users see while it runs: one trace from producer to runner, the queue metrics
     store/      the queue table's one adapter (the only code that sends DynamoDB requests, through store.dynamo)
     core/       pure rules and values: states, keys, the task model, settings, errors, clock, the queue's record
 
 Public module paths (stable; what runners and applications import, as README.md and docs/runner.md show them):
 ``taskqueue.client``, ``taskqueue.errors``, ``taskqueue.model``, ``taskqueue.lease``, ``taskqueue.progress``,
-``taskqueue.runner``. The last five are short names of modules that live in ``core/`` and ``work/``: an import of
-one gives the very module object of its package (one module, not a copy), made on first use. Everything else is
-internal and may move.
+``taskqueue.runner``, ``taskqueue.tracing``. The last six are short names of modules that live in ``core/``, ``work/``
+and ``observe/``: an import of one gives the very module object of its package (one module, not a copy), made on
+first use. Everything else is internal and may move.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ PUBLIC_MODULES = {
     "taskqueue.lease": "taskqueue.work.lease",
     "taskqueue.progress": "taskqueue.work.progress",
     "taskqueue.runner": "taskqueue.work.runner",
+    "taskqueue.tracing": "taskqueue.observe.tracing",
 }
 
 

@@ -7,11 +7,12 @@ tasks and nothing else: the table's stream starts the queue's worker for them (d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from taskqueue.core.model import CreateRequest, new_tasks
+from taskqueue.observe import tracing
 from taskqueue.store import TaskStore
 from taskqueue.workflows.create import create_workflow
 
@@ -52,8 +53,11 @@ class CreateSummary:
 
 def create_tasks(request: CreateRequest, store: TaskStore, now_ms: int, request_id: str | None = None) -> CreateSummary:
     """Write a request's PENDING tasks. Caller-chosen ids (``taskIds``) are written only if absent; ids derived
-    from ``request_id`` skip those a previous attempt of the same request wrote; random ids are simply written.
-    A request with a workflow creates it whole (taskqueue.workflows.create)."""
+    from ``request_id`` skip those a previous attempt of the same request wrote; random ids are simply written. A
+    request without a trace context takes the caller's (``taskqueue.observe.tracing.capture``: an active span or
+    segment, Lambda's trace header). A request with a workflow creates it whole (taskqueue.workflows.create)."""
+    if request.trace is None:
+        request = replace(request, trace=tracing.capture())
     if request.workflow is not None:  # tasks that wait for other tasks
         return create_workflow(request, store, now_ms, request_id)  # type: ignore[return-value]
     tasks = new_tasks(request, now_ms, store.settings, request_id)

@@ -47,6 +47,7 @@ from taskqueue.core.errors import TaskQueueError, WaitTimedOut
 from taskqueue.core.model import Task, parse_create_request
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import FINISHED, TaskStatus
+from taskqueue.core.trace_context import context_of
 from taskqueue.services import Services, calls_of
 from taskqueue.store import TaskStore
 
@@ -157,14 +158,17 @@ class TaskQueueClient(GroupControls, WorkflowControls):
         max_attempts: int | None = None,
         run_seconds: int | None = None,
         group: str | None = None,
+        trace: object = None,
     ) -> Enqueued:
         """One task; its id, as an ``Enqueued`` (a ``str``). With ``task_id`` the enqueue is idempotent: the same id
         again creates nothing new (a retry after a timeout is safe). Unset options take CreateTasks' defaults
         (DEFAULT_TTL_SECONDS, ...). ``group``: the task's fair-share group (a tenant, a customer:
-        ``taskqueue.client.groups``); None: the default group."""
+        ``taskqueue.client.groups``); None: the default group. ``trace``: the producer's trace context (a
+        ``traceparent`` or X-Ray header, a mapping of headers, a ``taskqueue.tracing.TraceContext``); None: the
+        active OpenTelemetry span's or X-Ray segment's, if any (docs/tracing.md: each attempt's span joins it)."""
         summary = self.enqueue_many(payload, queue=queue, task_ids=[task_id] if task_id is not None else None,
                                     priority=priority, delay_seconds=delay_seconds, ttl_seconds=ttl_seconds,
-                                    max_attempts=max_attempts, run_seconds=run_seconds, group=group)
+                                    max_attempts=max_attempts, run_seconds=run_seconds, group=group, trace=trace)
         return Enqueued(summary.task_ids[0], queue=summary.queue, created=summary.created == 1, wakeup=summary.wakeup)
 
     def enqueue_many(
@@ -180,12 +184,17 @@ class TaskQueueClient(GroupControls, WorkflowControls):
         max_attempts: int | None = None,
         run_seconds: int | None = None,
         group: str | None = None,
+        trace: object = None,
     ) -> CreateSummary:
-        """``count`` tasks (or one per id of ``task_ids``, idempotent) with the same payload and options."""
+        """``count`` tasks (or one per id of ``task_ids``, idempotent) with the same payload and options (``trace``
+        as for ``enqueue``)."""
         fields = {"queue": queue, "payload": dict(payload) if payload is not None else None, "count": count,
                   "taskIds": list(task_ids) if task_ids is not None else None, "priority": priority,
                   "delaySeconds": delay_seconds, "ttlSeconds": ttl_seconds, "maxAttempts": max_attempts,
                   "runSeconds": run_seconds, "group": group}
+        context = context_of(trace)
+        if context is not None:
+            fields |= context.attributes()
         return self.create({name: value for name, value in fields.items() if value is not None})
 
     # ---- read, wait, cancel ----------------------------------------------------------------------------------

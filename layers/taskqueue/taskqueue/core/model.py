@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from taskqueue.core import fairness, keys, schema, workflow_spec
+from taskqueue.core import fairness, keys, schema, trace_context, workflow_spec
 from taskqueue.core.errors import InvalidField, InvalidTaskInput, ResultTooLarge
 from taskqueue.core.run_time import LAMBDA_MAX_TIMEOUT_SECONDS, MIN_RUN_SECONDS, too_long_message
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.workflow_rules import Dependency
 from taskqueue.core.workflow_spec import WorkflowSpec
+from taskqueue.core.trace_context import TraceContext
 
 MAX_TASKS_PER_REQUEST = 1000
 # DynamoDB refuses an item over 400 KB: a task's payload and its runner's result share that budget.
@@ -74,6 +75,9 @@ class Task:
     blocked_by: str | None = None
     workflow_keep_until: int | None = None
     dependencies: tuple[Dependency, ...] = ()  # what they came to, in its order: for the runner, never stored
+    # The producer's trace context (taskqueue.core.trace_context): each attempt's span joins that trace, and the
+    # runner reads it (or taskqueue.tracing.current(), the attempt's own); None: created untraced.
+    trace: TraceContext | None = None
 
     def with_changes(self, **changes: Any) -> Task:
         return replace(self, **changes)
@@ -130,6 +134,8 @@ def to_item(task: Task, order: keys.Order) -> dict[str, dict[str, Any]]:
             item[name] = {kind: str(value)}
     if task.result is not None:
         item["result"] = {"S": encode_json(task.result)}
+    if task.trace is not None:  # on the item only: no index projects it
+        item |= {name: {"S": value} for name, value in task.trace.attributes().items()}
     if task.status is TaskStatus.PENDING:
         item |= ready_index_attributes(task, order)
     elif task.status not in (TaskStatus.SUCCESS, TaskStatus.SHED, TaskStatus.WAITING):  # WAITING: in no index
@@ -217,6 +223,7 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
             waits_for=n("wfIn") or 0,
             blocked_by=s("blockedBy"),
             workflow_keep_until=n("wfKeepUntil"),
+            trace=stored_trace(s(trace_context.TRACEPARENT), s(trace_context.AWS_TRACE_HEADER)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidTaskInput(f"item is not a task ({type(exc).__name__}: {exc}): {dict(item)!r:.300}") from None
@@ -224,6 +231,16 @@ def from_item(item: Mapping[str, Mapping[str, Any]]) -> Task:
 
 def _delete_at(delete_at: int | None, ttl: int) -> int | None:
     return None if delete_at == ttl else delete_at
+
+
+def stored_trace(traceparent: str | None, xray: str | None) -> TraceContext | None:
+    """The stored trace context; one that does not parse (written by hand) is left out: a task is never unreadable
+    for its trace."""
+    try:
+        return trace_context.from_attributes({trace_context.TRACEPARENT: traceparent,
+                                              trace_context.AWS_TRACE_HEADER: xray})
+    except InvalidTaskInput:
+        return None
 
 
 @dataclass(frozen=True)
@@ -241,6 +258,7 @@ class CreateRequest:
     run_seconds: int | None = None  # None: the queue's DEFAULT_RUN_SECONDS when the task is claimed
     group: str | None = None  # fair share's group (taskqueue.core.fairness); None: the default group
     workflow: WorkflowSpec | None = None  # a workflow of tasks (taskqueue.core.workflow_spec): count is its size
+    trace: TraceContext | None = None  # given with the request; None: the caller's, captured at creation
 
 
 def parse_create_event(event: object, settings: Settings) -> CreateRequest:
@@ -303,6 +321,11 @@ def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
             fairness.validate_group(group)
         except InvalidTaskInput as exc:
             raise InvalidField(str(exc), "group") from None
+    try:
+        trace = trace_context.from_attributes(body)
+    except InvalidTaskInput as exc:
+        field_name = trace_context.TRACEPARENT if trace_context.TRACEPARENT in str(exc) else trace_context.AWS_TRACE_HEADER
+        raise InvalidField(str(exc), field_name) from None
     return CreateRequest(
         queue=queue,
         count=count,
@@ -314,6 +337,7 @@ def _request_of(body: Mapping[str, Any], settings: Settings) -> CreateRequest:
         task_ids=tuple(task_ids),
         run_seconds=run_seconds,
         group=group,
+        trace=trace,
     )
 
 
@@ -370,6 +394,7 @@ def new_tasks(request: CreateRequest, now_ms: int, settings: Settings, request_i
             request_id=request_id,
             run_seconds=request.run_seconds,
             group=request.group,
+            trace=request.trace,
         )
         for task_id in ids
     ]

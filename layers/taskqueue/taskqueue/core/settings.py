@@ -45,6 +45,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     # A Timeout shorter than START + FINISH reserve + 1 s can run no task at all (taskqueue.core.run_time).
     "WORKER_TIMEOUT_SECONDS": (START_RESERVE_SECONDS + FINISH_RESERVE_SECONDS + MIN_RUN_SECONDS, LAMBDA_MAX_TIMEOUT_SECONDS),
     "DEFAULT_RUN_SECONDS": (1, longest_run_seconds(LAMBDA_MAX_TIMEOUT_SECONDS)),
+    "NOISY_GROUP_METRICS": (0, 20),
 }
 # RUNNER_ENVIRONMENT may not set these: the Lambda runtime's variables and the queue core's own.
 RESERVED_PREFIXES = ("AWS_", "LAMBDA_", "_", "POWERTOOLS_")
@@ -102,6 +103,9 @@ class Settings:
     # RUNNER_ENVIRONMENT: variables for the task runner (a JSON object of strings), set in the worker's environment
     # before the runner is loaded (functions/process_tasks/app.py).
     runner_environment: Mapping[str, str] = field(default_factory=dict)
+    # NOISY_GROUP_METRICS: how many of a queue's noisiest groups get per-group queue metrics (taskqueue.core.queue_gauges;
+    # each costs four custom metrics while it is among them); 0: none, the quiet groups' figures only.
+    noisy_group_metrics: int = 3
 
     def __post_init__(self) -> None:
         problem = worker_queues_problem(self.worker_queues, self.queue_orders)
@@ -152,6 +156,7 @@ class Settings:
             worker_timeout_seconds=worker_timeout,
             default_run_seconds=read_int(env, "DEFAULT_RUN_SECONDS", "60"),
             runner_environment=read_variable(env, "RUNNER_ENVIRONMENT", "{}", parse_runner_environment),
+            noisy_group_metrics=read_int(env, "NOISY_GROUP_METRICS", "3"),
         )
 
     def running_limit_of(self, queue: str) -> int | None:

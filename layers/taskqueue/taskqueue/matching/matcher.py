@@ -45,6 +45,7 @@ from taskqueue.matching.match_items import LostAgent
 from taskqueue.matching.pairing import Pair, Snapshot, Waiting
 from taskqueue.matching.planner import Planner
 from taskqueue.matching.shared_plan import SharedPlan
+from taskqueue.observe import match_traces
 from taskqueue.store import Candidate, FairTurn, TaskStore
 from taskqueue.work.record_view import RecordView
 
@@ -323,6 +324,7 @@ class Matcher:
         self._clock.sleep(self._rng.uniform(0, self._settings.retry_base_ms * 2 ** (attempt - 1)) / 1000)
 
     def _record(self, result: PairsResult, report: MatchReport) -> None:
+        match_traces.record_matches(self._tasks, result)  # each call's span in its producer's trace
         report.transactions += 1
         for pair, recorded in result.matched:
             waited = int(recorded["waitedMs"])

@@ -7,8 +7,9 @@ redrive), ``reading`` (listings and counts), ``counts`` (depth by state from COU
 (per-queue pause and the queue-wide running limit), ``matches`` (the Matcher's reads of waiting calls, the
 write that matches one, and the plan it shares with other matchers), ``groups`` (fair share's ring of groups, their settings and limits), ``group_views`` (what an operator sees of
 each group: waiting, running, oldest age, limits), ``record`` (reading the queue's record, the
-same control item), ``delayed_head`` (the queue's delayed head, on it too) and ``workflows`` /
-``workflow_fan_out`` (a workflow's creation, cancel and reads; what a task's end does to the tasks waiting for it); ``dynamo`` sends every request
+same control item), ``delayed_head`` (the queue's delayed head, on it too), ``gauges`` (the queue metrics'
+bounded reads) and ``workflows`` / ``workflow_fan_out`` (a workflow's creation, cancel and reads; what a task's end
+does to the tasks waiting for it); ``dynamo`` sends every request
 (conflict retry, error translation; the agent table's adapter uses it too). ``TaskStore`` joins them; import
 everything from ``taskqueue.store``. May import core only.
 """
@@ -21,6 +22,7 @@ from taskqueue.store.counts import Counts, QueueDepth
 from taskqueue.store.delayed_head import DelayedHeads
 from taskqueue.store.dynamo import count_all, make_client
 from taskqueue.store.finding import FairTurn
+from taskqueue.store.gauges import QueueGaugeReads
 from taskqueue.store.group_views import GroupsView, GroupView, GroupViews
 from taskqueue.store.matches import CallFacts, MatchPlans, MatchTransitions, PlanHead
 from taskqueue.store.operator import OperatorOperations
@@ -68,7 +70,7 @@ __all__ = [
 
 
 class TaskStore(
-    WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, GroupViews, Counts, Reading, QueueControls, QueueRecords,
+    WorkerTransitions, MatchTransitions, MatchPlans, OperatorOperations, GroupViews, Counts, QueueGaugeReads, Reading, QueueControls, QueueRecords,
     PlannerLeases, DelayedHeads, WorkflowStore,
 ):
     """Every operation on the queue table (see the modules of this package for each concern)."""

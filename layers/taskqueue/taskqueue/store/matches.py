@@ -18,8 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from taskqueue.core.model import encode_json
+from taskqueue.core.model import encode_json, stored_trace
 from taskqueue.core.states import TaskStatus
+from taskqueue.core.trace_context import AWS_TRACE_HEADER, TRACEPARENT, TraceContext
 from taskqueue.store.control import CONTROL_PREFIX
 from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.table import _BATCH_GET_LIMIT, Candidate, QueueTable, _key
@@ -52,6 +53,20 @@ class MatchTransitions(QueueTable):
                     payload = {"invalid": text[:100] if text else None}
                 created = int(item.get("taskCreated", {}).get("N", "0"))
                 found[item["taskId"]["S"]] = CallFacts(payload, created)
+        return found
+
+    def call_traces(self, task_ids: Sequence[str]) -> dict[str, TraceContext]:
+        """Task id -> the trace context its producer stored (calls without one are left out), 100 per BatchGetItem,
+        eventually consistent (written once, at creation): what a match's span joins (taskqueue.observe.match_traces)."""
+        found: dict[str, TraceContext] = {}
+        ids = list(dict.fromkeys(task_ids))
+        for start in range(0, len(ids), _BATCH_GET_LIMIT):
+            request = {self._table: {"Keys": [_key(t) for t in ids[start : start + _BATCH_GET_LIMIT]],
+                                     "ProjectionExpression": f"taskId, {TRACEPARENT}, {AWS_TRACE_HEADER}"}}
+            for item in self._batch_get(request):
+                trace = stored_trace(item.get(TRACEPARENT, {}).get("S"), item.get(AWS_TRACE_HEADER, {}).get("S"))
+                if trace is not None:
+                    found[item["taskId"]["S"]] = trace
         return found
 
     def match_update(self, call: Candidate, result: Mapping[str, Any], now_ms: int) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from aws_lambda_powertools import Logger
 from taskqueue.core import metrics as handler_metrics
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.core.settings import Settings
+from taskqueue.observe import queue_metrics
 from taskqueue.store import TaskStore
 from taskqueue.wakeups.delayed_wakeup import DelayedWakeups
 from taskqueue.wakeups.notify import Notifier
@@ -49,6 +50,7 @@ def run_safety_net(svc: SafetyNetServices, scheduled: DelayedWakeups | None = No
         try:
             if _check(svc, queue, scheduled):
                 woken.append(queue)
+            queue_metrics.publish(svc.store, queue)  # the queue metrics, each run (never raises)
         except TaskQueueError as exc:
             errors.append(f"{queue}: {exc}")
         finally:

@@ -18,6 +18,7 @@ from taskqueue.core.clock import Clock
 from taskqueue.core.errors import PermanentTaskError, ResultTooLarge, TaskQueueError
 from taskqueue.core.model import Task, check_result_size
 from taskqueue.core.states import TaskStatus
+from taskqueue.observe import tracing
 from taskqueue.store import TaskStore, dynamo
 from taskqueue.work.lease import Lease, run_with_lease
 from taskqueue.work.runner import TaskRunner
@@ -77,8 +78,10 @@ class Outcomes:
         task = lease.task
         try:
             try:
-                # A workflow's task is given its dependencies' results and errors (taskqueue.workflows.runtime).
-                result = run_with_lease(lease, lambda: self._runner(with_dependencies(self._store, task)))
+                # A workflow's task is given its dependencies' results and errors (taskqueue.workflows.runtime); the
+                # attempt is a span of its producer's trace (docs/tracing.md).
+                result = run_with_lease(
+                    lease, lambda: tracing.run_traced(with_dependencies(self._store, task), self._runner))
             finally:
                 if ran is not None:
                     ran()
