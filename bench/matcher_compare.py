@@ -68,7 +68,6 @@ def double_assignments(commits: list[dict[str, Any]]) -> int:
 
 def product_run(server: Emulator, matchers: int, agents: int, calls: int, seed: int, meter_on: bool) -> dict[str, Any]:
     if True:  # one server for every run of a process; each run has its own tables
-        # The template passes the Matcher's reserved concurrency as CLAIM_LANES: here, ``matchers``.
         world = make_world(
             server, agents=agents, calls=calls, seed=seed, name=f"p{uuid.uuid4().hex[:6]}"
         )
