@@ -255,6 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     say("   an idle stack's month (bench/idle_cost.py)")
     r["idle_cost"] = idle_cost_part()
     wall = time.monotonic() - started
+    # The raw figures first: a table that cannot be built leaves them to build it from.
+    Path(args.json).write_text(json.dumps({"plan": plan.describe(), "wall_seconds": wall, **r}, indent=1, default=str))
     table = build_table(r)
     command = ".venv/bin/python bench/run.py" + (" --quick" if args.quick else "")
     write_results(Path(args.out), r, table, plan, wall, command)
@@ -262,7 +264,6 @@ def main(argv: list[str] | None = None) -> None:
         header = (f"Last full run: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}, {wall / 60:.1f} min, "
                   f"{machine()}; engines and counts in bench/results.md.")
         update_docs(r, table, header)
-    Path(args.json).write_text(json.dumps({"plan": plan.describe(), "wall_seconds": wall, **r}, indent=1, default=str))
     print()
     print(table.markdown())
     print()
