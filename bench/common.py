@@ -64,6 +64,11 @@ def client_for(endpoint: str, service: str = "dynamodb", pool: int = 10, max_att
 # ---- clocks -----------------------------------------------------------------------------------------
 
 
+# How long a benchmark waits for its emulator to answer: the emulator's own 30 s is short on a shared 2-core machine
+# under load (at a load average of 15 one did not start in time and failed a whole `make bench`).
+EMULATOR_START_SECONDS = 180.0
+
+
 class VirtualClock:
     """Virtual time for a single-threaded replay: time moves only by ``sleep``/``advance``.
 

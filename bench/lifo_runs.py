@@ -542,7 +542,7 @@ def main(argv: list[str] | None = None) -> None:
     endpoint = args.endpoint
     if endpoint is None:
         emulator = Emulator()
-        endpoint = emulator.start()
+        endpoint = emulator.start(timeout=common.EMULATOR_START_SECONDS)
     engine = "serialized moto server (local/emulator/server.py)" if emulator else endpoint
     seeds = [int(x) for x in args.seeds.split(",")]
     try:

@@ -716,7 +716,7 @@ def main(argv: list[str] | None = None) -> None:
     from local.emulator.server import Emulator
 
     emulator = Emulator()
-    endpoint = emulator.start()
+    endpoint = emulator.start(timeout=common.EMULATOR_START_SECONDS)
     try:
         if args.part == "run":
             results = [scenario_run(endpoint, args.mode, args.seed, args.seconds, args.scale, args.budget)]
