@@ -1,9 +1,9 @@
-"""The floor under issue 29's dollar targets: the least a design can pay per million tasks and still claim a task within
+"""The floor under the dollar targets: the least a design can pay per million tasks and still claim a task within
 the pickup target (p95 <= 1 s), on demand and provisioned. A model, not a measurement: prices from bench/dollars.py.
 
-Issue 29 withdrew the cap on invocations (issue 17's "a quarter of the seed's"): dollars and pickup govern. A task
-arriving on a queue is claimed within a second only if a worker is already running (it lingers, billed) or an
-invocation starts for it. So every design pays, per task, at least the cheaper of:
+Dollars and pickup govern, not the number of invocations. A task arriving on a queue is claimed within a second only
+if a worker is already running (kept awake, billed) or an invocation starts for it. So every design pays, per task,
+at least the cheaper of:
 
 - **an invocation for it**: a Lambda request ($0.20 per million) and the least run that claims a task (a few
   conditional requests, ``LEAST_RUN_SECONDS`` at Lambda's least memory). The cheapest way to start one is the table's
@@ -18,22 +18,21 @@ and a sparse index that must hold a PENDING task (a put) and must lose it once f
 The template's default running limit (``WorkRunningLimit`` empty: RunnerCapacity across every worker, since several
 may run) adds what holding it costs: an invocation started for a batch must take a shared slot and give it back (two
 conditional writes, ``SLOT_WRITES_PER_START``), since no other worker knows what it runs; a worker kept running holds
-its slots across tasks (this project's watcher: one lease renewal a half-minute, left out).
+its slots across tasks (a renewal now and then, left out).
 A claim that leaves the index entry as it is (no projected attribute changes) costs the index nothing; finders tell a
-TAKEN entry otherwise (this project: a lone watcher knows what it runs, another worker loses one claim on it; see
-store/unmarked_leases.py). Reads, storage and the backstops are left out (generous).
+TAKEN entry otherwise (this project: a task that ends quickly is claimed without the lease mark, another worker
+loses one claim on it; see store/unmarked_leases.py). Reads, storage and the backstops are left out (generous).
 
 Two floors are printed for each target:
 
 - **any design** (the floor proper): 5 writes + the cheaper of the two above at Lambda's least memory (128 MB);
-- **this architecture** (issue 29's stream starts, taskqueue/work/stream_start.py: producers write their tasks and
-  nothing else; every stream batch invokes ProcessTasks, which reads the queue's record, strongly consistent, 1 read
-  unit; a lone claim of a task that ends within 2 s leaves its ReadyIndex entry as it was): 3 + 2 index writes = 5
-  write units, plus the cheaper of (a) claiming each batch in its own invocation (2 slot writes, the record's read, a
-  request and the least run per batch) and (b) a watcher kept running 0.95 / rate s per task at the template's
-  ProcessTasks memory, each batch's invocation then ending after its read (a request and the least run per batch).
-  What this project measures is at or above it, by what the watcher itself writes and reads (its watch, renewals,
-  slots, polls) and what the floor leaves out (lost claims, the backstops).
+- **this architecture** (producers write their tasks and nothing else; every stream batch invokes ProcessTasks,
+  which reads the queue's record, strongly consistent, 1 read unit, claims the batch's tasks, and ends when its look
+  finds nothing claimable: no worker stays awake; a claim of a task that ends within 2 s leaves its ReadyIndex entry
+  as it was): 3 + 2 index writes = 5 write units, plus per batch 2 slot writes, the record's read, a request and the
+  least run at the template's ProcessTasks memory. What this project measures is at or above it, by what a run
+  writes and reads beyond that (a slot for each task it runs at once, its looks, the pause checks) and what the floor
+  leaves out (refused claims, the backstops).
 
     .venv/bin/python bench/cost_floor.py            # measured figures from bench/results.json when present
     .venv/bin/python bench/cost_floor.py --results bench/results-cost.json   # ... from bench/cost_check.py's run
@@ -53,17 +52,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.dollars import DEFAULT_UTILISATION, PRICES, provisioned_unit_prices  # noqa: E402
 
 LAMBDA_LEAST_MB = 128
-TEMPLATE_WORKER_MB = 128  # template.yaml's ProcessTasksMemorySize (issue 29; 256 before)
+TEMPLATE_WORKER_MB = 128  # template.yaml's ProcessTasksMemorySize
 LATE_SHARE = 0.05  # a p95 target lets 5 % of tasks wait longer
 LEAST_RUN_SECONDS = 0.05  # the least invocation that claims and finishes a task: a few single-digit-ms requests
 POLLS_PER_SECOND = 4.0  # the stream poller reads a shard 4 times a second (bench/invocation_model.Platform)
 FLOOR_WRITES_PER_TASK = 3 + 2  # three transitions on the task's item; the sparse index's put and delete
 SLOT_WRITES_PER_START = 2  # a running-limit slot taken and given back by an invocation started for a batch
 ARCHITECTURE_WRITES_PER_TASK = 3 + 2  # + ReadyIndex put and delete: a lone claim of a quick task gets no lease mark
-ARCHITECTURE_READS_PER_BATCH = 1  # a stream start's strongly consistent read of the queue's record (producers read none)
+ARCHITECTURE_READS_PER_BATCH = 1  # a batch's invocation reads the queue's record, strongly consistent (producers read none)
 
 
-# Issue 29's dollar targets: (what, rate, billing, $ per million tasks).
+# The dollar targets: (what, rate, billing, $ per million tasks).
 TARGETS = (
     ("$ per million tasks at 1 task/s, on-demand", 1.0, "on-demand", 5.00),
     ("$ per million tasks at 10 tasks/s, on-demand", 10.0, "on-demand", 4.25),
@@ -122,18 +121,15 @@ def floor(rate: float, memory_mb: int = LAMBDA_LEAST_MB, billing: str = "on-dema
 
 
 def architecture_floor(rate: float, billing: str = "on-demand", memory_mb: int = TEMPLATE_WORKER_MB) -> Floor:
-    """This project's architecture at least: its 5 writes; a stream start per batch reading the record; the tasks
-    claimed in that invocation (2 slot writes) or by a lingering watcher, whichever is cheaper at ``rate``."""
+    """This project's architecture at least: its 5 writes; an invocation per stream batch that reads the record, takes
+    a running-limit slot and frees it (2 writes) and claims the batch's tasks; no worker stays awake for more."""
     read_price = PRICES["dynamodb_read_request_unit"] if billing == "on-demand" else provisioned_unit_prices(DEFAULT_UTILISATION)[1]
     per_task = batches_per_task(rate)
     base = (ARCHITECTURE_WRITES_PER_TASK * write_price(billing) + per_task * ARCHITECTURE_READS_PER_BATCH * read_price) * 1e6
     requests = per_task * PRICES["lambda_request"] * 1e6
     least_run = per_task * LEAST_RUN_SECONDS * gb_second(memory_mb) * 1e6
     slots = per_task * SLOT_WRITES_PER_START * write_price(billing) * 1e6
-    claimed_here = Floor("a stream start per batch", least_run, requests, base + slots, least_run + requests + base + slots)
-    awake = awake_seconds_floor(rate) * gb_second(memory_mb) * 1e6 + least_run
-    watcher = Floor("worker kept running", awake, requests, base, awake + requests + base)
-    return min((claimed_here, watcher), key=lambda f: f.total)
+    return Floor("an invocation per stream batch", least_run, requests, base + slots, least_run + requests + base + slots)
 
 
 def measured(results: dict) -> dict[tuple[float, str], float]:

@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
         from local.emulator.server import Emulator
 
         emulator = Emulator()
-        endpoint = emulator.start()
+        endpoint = emulator.start(timeout=common.EMULATOR_START_SECONDS)
         why = os.environ.get("DYNAMODB_LOCAL_UNAVAILABLE", "DYNAMODB_LOCAL_ENDPOINT is not set")
         engine = f"serialized moto server (local/emulator/server.py): DynamoDB Local not available ({why})"
     started = time.monotonic()

@@ -66,7 +66,7 @@ from bench.dollars import MONTHLY_FEES, PRICES, PRICES_AS_OF, PROVISIONED_PRICES
 
 HOURS_PER_MONTH = 730.0
 SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
-# The issue-29 target for an idle stack on the template's defaults.
+# The target for an idle stack on the template's defaults.
 TARGET_DOLLARS_PER_MONTH = 0.50
 # Target tracking auto scaling of a DynamoDB table or index creates four CloudWatch alarms per scaling policy
 # (AlarmHigh, AlarmLow, ProvisionedCapacityHigh, ProvisionedCapacityLow, as the console lists them); they are billed

@@ -3,59 +3,49 @@
 Modelled, in virtual time (no emulator, no real code), for the product and for the seed LIFO demo:
 
 - **arrivals**: Poisson at ``rate`` tasks/s (seeded), one table INSERT each;
-- **the table's stream and its event source mapping**: every write of a task is a stream record; the
-  mapping's filter drops what it does not pass *before* batching (the product passes INSERTs only, the seed
-  passes everything: its Trigger filters in code); records are gathered until ``BatchSize`` or until
-  ``MaximumBatchingWindowInSeconds`` after the first one, read by a poller 4 times a second, one batch in
-  flight per shard (one shard: these rates never split a stream);
-- **Trigger**: one invocation per batch. The seed publishes one wake-up on WorkerWakeUpTopic when the batch holds
-  an INSERT, and one per tail call it receives on TriggerTopic. In the product the stream is a backstop of the
-  wake-up handshake: Trigger wakes the worker only when no worker watches the queue and no wake-up is in flight
-  (one consistent read); so does its safety-net schedule (every ``SafetyNetScheduleRate``);
-- **the product's producers** (the wake-up handshake, docs/wakeups.md): after writing its task a producer touches
-  the queue's record (one request); if no worker watches and no wake-up is in flight it claims the wake-up (one
-  request) and publishes it on WorkerWakeUpTopic; a wake-up is in flight until a worker starts watching, or 10 s.
-  With **stream starts** (issue 29, ``stream_starts``: ProcessTasksFunction has a DynamoDB event on the table's
-  stream) producers do no handshake at all;
-- **stream starts** (only with ``stream_starts``): a second mapping on the same stream invokes ProcessTasks itself:
-  its own buffer of INSERTs, batch ``stream_batch_size`` (100), no window (a batch at each of its polls: 4 a second,
-  half a poll out of phase with Trigger's poller, the mean of two independent pollers' phases), up to
-  ParallelizationFactor (10) batches in flight, Trigger's filter passing none of these INSERTs, records older than ``stream_max_record_age_seconds`` skipped. Each batch is a ProcessTasks invocation
-  (taskqueue.work.stream_start) that reads the queue's record (one request) and notes the batch in its arrival
-  history (one per execution environment: the mapping's batches run one after another, so one history); it ends if
-  a worker watches and is not stopping or a wake-up is in flight; when the history shows the queue busy
-  (``BUSY_TASKS`` in ``BUSY_SECONDS``) and no watcher is stopping, or the running limit is full, it runs the regular
-  worker invocation below (unless one runs already: then it ends); otherwise (the fast path) it takes running-limit
-  slots (one request each), claims the batch's tasks by key, newest first (one request each, a lost claim too), runs
-  them ``runner_capacity`` at a time, writes each outcome, frees its slots (one request each) and ends: no watch, no
-  linger, no tail call. The running limit (the template's default: ``runner_capacity``, queue-wide) is shared with
-  the watcher;
-- **SNS -> ProcessTasks**: asynchronous invocations of a function with reserved concurrency 1: a wake-up
-  that finds the worker (the watcher, begun by SNS or by a stream start) running is throttled and retried after 1,
-  2, 4, ... s (at most 5 min apart) until it is older than the function's ``MaximumEventAgeInSeconds`` (product
-  300 s, seed 60 s), then dropped;
-- **the worker**, as each design's code behaves (request latency ``request_seconds`` each): the product
-  starts watching its queue (one request), recovers leases, reads the ready and delayed partitions, claims while
-  the runner has a free slot, completes; on an empty queue it lingers ``WorkerLingerSeconds``, reading the record
-  every 0.5 s, and takes whatever arrives meanwhile; then stops (one conditional request, not before the index's
-  lag allowance after the last write); at its budget it stops watching and tail-calls straight to
-  WorkerWakeUpTopic if work remains (claiming the wake-up as a producer does); the seed reads a page of
-  10, starts one task every 200 ms, bounces a task when the runner is full, waits for the page to settle and
-  500 ms more, stops at an empty page or after 59 s (tail call);
-- **the runner**: ``runner_capacity`` tasks at once, ``runner_seconds`` each (0 = a runner that keeps up).
+- **the product's start for new work** (ProcessTasks' ``TaskStream`` event, template.yaml): the mapping passes the
+  INSERTs of PENDING tasks; with no batching window a batch of up to ``stream_batch_size`` records goes at each of
+  its polls (4 a second), up to ``stream_parallel`` (ParallelizationFactor) batches of the shard in flight, records
+  older than ``stream_max_record_age_seconds`` skipped. Each batch is one ProcessTasks invocation (the worker below)
+  that is handed the batch's tasks by name; the batch stays in flight until that invocation returns;
+- **the seed's Trigger**: every stream record (no filter), batches of ``batch_size`` gathered until full or
+  ``window_seconds`` after the first, one batch in flight; one wake-up on WorkerWakeUpTopic per batch holding an
+  INSERT, and one per tail call it receives on TriggerTopic;
+- **the product's Trigger**: its safety-net schedule only (every ``SafetyNetScheduleRate``): lease recovery and a
+  claimable check of each queue (``SAFETY_NET_QUERIES`` queries, measured), a wake-up on WorkerWakeUpTopic for a
+  queue with claimable work;
+- **SNS -> ProcessTasks**: asynchronous invocations. With a reserved concurrency (the seed's 1, the product's
+  ``ProcessTasksConcurrency`` when set; unset by default) a wake-up that finds every allowed worker running is
+  throttled and retried after 1, 2, 4, ... s (at most 5 min apart) until it is older than the function's
+  ``MaximumEventAgeInSeconds`` (product 300 s, seed 60 s), then dropped;
+- **the product's worker** (``taskqueue.work.worker``, request latency ``request_seconds`` each): reads the queue's
+  record (the pause check, again every PAUSE_CHECK_SECONDS while it runs); claims the tasks its batch names first,
+  newest first, without a look (a named task no longer waiting costs its refused claim; a batch older than
+  OLD_BATCH_SECONDS reads its tasks first, one request, and claims only those still waiting); then looks at the
+  index (one query) and claims what it shows while it has a free runner slot and time before its budget; takes a
+  running-limit slot (one write) the first time a claim needs one and keeps it until the invocation ends (one write
+  to free it); the running limit (the template's default: ``runner_capacity``, queue-wide) is shared by every
+  worker, and a run that finds every slot held by others with nothing of its own running ends; while its tasks run
+  and a look finds nothing, it looks again when one ends, at least every IDLE_POLL_SECONDS; it ends at a look that
+  finds nothing claimable while nothing of its own runs, or at its budget, where it checks for claimable work (one
+  query) and tail-calls (one SNS publish on WorkerWakeUpTopic) if some remains; the seed reads a page of 10, starts
+  one task every 200 ms, bounces a task when the runner is full, waits for the page to settle and 500 ms more,
+  stops at an empty page or after 59 s (tail call);
+- **the runner**: ``runner_capacity`` tasks at once, ``runner_seconds`` each (0 = a runner that keeps up); a task
+  holds its runner slot from its claim's answer until its runner returns, and its outcome is written (one request)
+  while the slot serves the next claim.
 
 Every claim records its task's wait from creation (create -> first claim), in virtual seconds.
 
-Template values (batch size, window, safety net, budget, page size, concurrency, event age, memory, linger) come
-from template.yaml (``bench.common.template_values``); the seed's from its own template as DESIGN.md and
-its article describe it. Durations feed Lambda GB-seconds in the dollar model; they are the model's, not a
-measurement on AWS. The run also returns a *trace* (arrival times, worker invocation starts, safety-net
-ticks, stream starts with the arrivals their batch names) that ``bench/lifo_runs.py`` replays with the real code to
-measure read and write units.
+Template values (stream batch, parallelization, record age, safety net, budget, page size, concurrency, event age,
+memory) come from template.yaml (``bench.common.template_values``); the worker's pauses from its modules; the
+seed's from its own template as DESIGN.md and its article describe it. Durations feed Lambda GB-seconds in the
+dollar model; they are the model's, not a measurement on AWS. The run also returns a *trace* (arrival times,
+wake-up invocation starts, safety-net ticks, stream batches with the arrivals they name) that
+``bench/lifo_runs.py`` replays with the real code to measure read and write units.
 
-Over 400 lines: one discrete-event simulation (its events, the two designs' wiring, the wake-up handshake, the
-stream starts); its parts share the event loop's state (the pending tasks, the watcher's flags, the running limit),
-so they stay in one module.
+Over 400 lines: one discrete-event simulation (its events, the two designs' wiring); its parts share the event
+loop's state (the pending tasks, the running limit, the invocations in flight), so they stay in one module.
 """
 
 from __future__ import annotations
@@ -64,27 +54,25 @@ import heapq
 import itertools
 import math
 import random
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.common import percentile
-from taskqueue.core.record import poll_seconds
-from taskqueue.work.worker import LEFTOVER_SECONDS
+from taskqueue.work.record_view import PAUSE_CHECK_SECONDS
+from taskqueue.work.worker import IDLE_POLL_SECONDS, LOST_ROUND_PAUSE_SECONDS
 
-# A stream start's busy test: at least BUSY_TASKS tasks noted in its arrival history over the last BUSY_SECONDS
-# make it run the regular worker. The product's own constants live in taskqueue/work/stream_start.py (issue 29).
-BUSY_TASKS = 12
-BUSY_SECONDS = 4.0
+# functions/process_tasks/app.py's OLD_BATCH_SECONDS: a batch whose oldest record is older reads its tasks first.
+OLD_BATCH_SECONDS = 5.0
+# The safety net's run on the template's two queues: its queries on an idle stack (measured with the cost meter,
+# bench/idle_cost.py: 14 a run).
+SAFETY_NET_QUERIES = 14
 
 
 @dataclass(frozen=True)
 class DesignModel:
     name: str
-    passes_all_records: bool  # no filter on the stream mapping (the seed)
-    batch_size: int
-    window_seconds: float
     safety_net_seconds: float | None
     worker_max_event_age_seconds: float
     budget_seconds: float
@@ -92,39 +80,24 @@ class DesignModel:
     runner_capacity: int
     worker_memory_mb: int
     trigger_memory_mb: int
-    seed_loop: bool  # the seed's page loop (200 ms stagger, 500 ms pause, bounce when full)
+    seed_loop: bool  # the seed: Trigger on every stream record, its page loop (200 ms stagger, 500 ms pause, bounce)
+    worker_concurrency: int | None = None  # reserved concurrency of the worker function (None: none)
+    # The seed's Trigger mapping (no filter: every record).
+    batch_size: int = 10
+    window_seconds: float = 10.0
     stagger_seconds: float = 0.2
     pause_seconds: float = 0.5
-    # The product's wake-up handshake (False: the stream is the wake-up path, as before it).
-    handshake: bool = False
-    linger_seconds: float = 0.0
-    linger_poll_seconds: float = 0.5
-    index_lag_allowance_seconds: float = 1.0
-    wake_in_flight_seconds: float = 10.0
-    # Issue 29: producers skip their touch while the watcher looks at the index itself, so it stops in two steps
-    # (``stopping`` set, then a last look the index's lag allowance later, then the conditional stop).
-    two_phase_stop: bool = False
-    # A look's tasks that its round could not claim (the run was full) serve the next claims for this long without a
-    # new look (taskqueue.work.worker.LEFTOVER_SECONDS; 0: every claim round looks).
-    leftover_seconds: float = 0.0
-    # The linger's polls come sooner on a fast queue (taskqueue.core.handshake.poll_seconds); else every
-    # ``linger_poll_seconds``.
-    paced_polls: bool = False
-    # Issue 29: the table's stream invokes ProcessTasks (a stream start per batch of INSERTs, no window) and producers
-    # skip the wake-up handshake (bench.common.TemplateValues.stream_starts). The product only.
-    stream_starts: bool = False
+    # The product: ProcessTasks' TaskStream mapping and its queue-wide running limit.
     stream_batch_size: int = 100
     stream_parallel: int = 1  # the mapping's ParallelizationFactor: batches of the shard processed at once
     stream_max_record_age_seconds: float | None = None  # the mapping skips older records (None: never)
+    running_limit: int | None = None  # slots leased until each invocation's end (None: no limit)
 
 
 def product_model(values: Any) -> DesignModel:
     """The product as template.yaml configures it (``values``: bench.common.TemplateValues)."""
     return DesignModel(
         name="product",
-        passes_all_records=not values.insert_only_filter,
-        batch_size=values.trigger_batch_size,
-        window_seconds=values.trigger_window_seconds,
         safety_net_seconds=values.safety_net_seconds,
         worker_max_event_age_seconds=values.worker_max_event_age_seconds,
         budget_seconds=values.time_budget_seconds,
@@ -133,26 +106,19 @@ def product_model(values: Any) -> DesignModel:
         worker_memory_mb=values.worker_memory_mb,
         trigger_memory_mb=values.trigger_memory_mb,
         seed_loop=False,
-        handshake=True,
-        linger_seconds=values.worker_linger_seconds,
-        two_phase_stop=True,
-        leftover_seconds=LEFTOVER_SECONDS,
-        paced_polls=True,
-        stream_starts=values.stream_starts,
-        stream_batch_size=values.stream_start_batch_size,
-        stream_parallel=values.stream_start_parallel,
-        stream_max_record_age_seconds=values.stream_start_max_record_age_seconds,
+        worker_concurrency=values.worker_concurrency,
+        stream_batch_size=values.stream_batch_size,
+        stream_parallel=values.stream_parallel,
+        stream_max_record_age_seconds=values.stream_max_record_age_seconds,
+        running_limit=values.runner_capacity,  # WorkRunningLimit's default (empty): RunnerCapacity, queue-wide
     )
 
 
 def seed_model() -> DesignModel:
     """The seed LIFO demo's template: batch 10, window 10 s, no filter, wake-ups expire after 60 s, no
-    safety net, 59 s loop, page 10, runner 3 at a time; SAM's default 128 MB."""
+    safety net, 59 s loop, page 10, runner 3 at a time, reserved concurrency 1; SAM's default 128 MB."""
     return DesignModel(
         name="seed",
-        passes_all_records=True,
-        batch_size=10,
-        window_seconds=10.0,
         safety_net_seconds=None,
         worker_max_event_age_seconds=60.0,
         budget_seconds=59.0,
@@ -161,6 +127,9 @@ def seed_model() -> DesignModel:
         worker_memory_mb=128,
         trigger_memory_mb=128,
         seed_loop=True,
+        worker_concurrency=1,
+        batch_size=10,
+        window_seconds=10.0,
     )
 
 
@@ -194,19 +163,19 @@ class ModelResult:
     gb_seconds: Counter = field(default_factory=Counter)  # function -> GB-s (per-invocation ms rounded up)
     stream_records: int = 0
     delivered_records: int = 0
-    worker_starts: list[float] = field(default_factory=list)
+    worker_starts: list[float] = field(default_factory=list)  # wake-up (SNS) invocations of the worker
     safety_net_ticks: list[float] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
     claim_waits: list[float] = field(default_factory=list)  # create -> first claim of every task (virtual s)
-    handshake_requests: Counter = field(default_factory=Counter)  # producer touch / claim, worker watch / stop / poll
     intervals: list[tuple[float, float]] = field(default_factory=list)  # every invocation's (start, end), any function
-    # Stream starts: (virtual time the invocation starts, 0-based indices in ``arrivals`` of the tasks its batch names).
+    # Stream batches: (virtual time the invocation starts, 0-based indices in ``arrivals`` of the tasks it names).
     stream_starts: list[tuple[float, list[int]]] = field(default_factory=list)
-    # What each ProcessTasks invocation was: "wake-up" (SNS), "stream: ended" (claimed nothing: a watcher has the tasks,
-    # or a wake-up is in flight), "stream: fast" (the fast path), "stream: regular" (the regular worker, begun by it).
+    # What each ProcessTasks invocation was: "stream batch" or "wake-up" (SNS: a tail call, the safety net's).
     worker_sources: Counter = field(default_factory=Counter)
-    fast_path_claims: list[int] = field(default_factory=list)  # indices in ``arrivals`` the fast paths claimed
-    skipped_stream_records: int = 0  # stream starts: records the mapping skipped for their age, never delivered
+    # How product invocations ended (empty / budget / limit) and their claims: named ones, refused named ones.
+    worker_ends: Counter = field(default_factory=Counter)
+    claims: Counter = field(default_factory=Counter)
+    skipped_stream_records: int = 0  # records the mapping skipped for their age, never delivered
 
     def per_thousand(self, function: str) -> float:
         return 1000.0 * self.invocations[function] / self.tasks
@@ -234,9 +203,10 @@ class ModelResult:
             "claim_wait_p50": percentile(self.claim_waits, 50),
             "claim_wait_p95": percentile(self.claim_waits, 95),
             "claim_wait_max": max(self.claim_waits, default=float("nan")),
-            "handshake_requests_per_task": {k: v / self.tasks for k, v in self.handshake_requests.items()},
             "peak_concurrency": peak_concurrency(self.intervals),
             "worker_sources_per_1000": {k: 1000.0 * v / self.tasks for k, v in self.worker_sources.items()},
+            "worker_ends_per_1000": {k: 1000.0 * v / self.tasks for k, v in self.worker_ends.items()},
+            "claims_per_task": {k: v / self.tasks for k, v in self.claims.items()},
         }
 
 
@@ -264,27 +234,20 @@ class _Sim:
         self.now = 0.0
         self.pending: list[float] = []  # creation times of PENDING tasks (LIFO: newest last)
         self.pending_set: set[float] = set()
-        self.slot_waiter: tuple[int, Callable[[], None]] | None = None
-        self.recording = 0  # tasks whose runner returned and whose outcome is being written
-        self.running = 0
         self.created = 0
         self.completed = 0
         self.last_done = 0.0
-        self.buffer: list[str] = []  # stream records passed by the filter, waiting for a batch
+        self.workers = 0  # worker invocations running (any source)
+        # The seed: Trigger's stream records waiting for a batch, its one batch in flight; its runner's tasks.
+        self.buffer: list[str] = []
         self.first_at: float | None = None
         self.esm_busy = False
-        self.worker_busy = False
-        self.watching = False  # a product worker watches the queue (the wake-up handshake)
-        self.in_flight_until = -1.0  # a product wake-up claimed and published, not yet answered by a watch
-        self.last_write = -1e9  # the last producer's touch of the record
         self.seed_claimed: set[float] = set()  # creation times of the seed's tasks claimed at least once
-        self.stopping = False  # the watcher has written the first step of its stop (two_phase_stop)
-        # Stream starts: ProcessTasks' own mapping (arrival indices waiting for a batch, one batch in flight), the
-        # running-limit slots its fast paths hold, and the arrival history (time noted, tasks) of its environment.
+        # The product: TaskStream's records (arrival indices) waiting for a batch and its batches in flight; the
+        # running limit's slots held (by any invocation) and the runs waiting for a slot or a task's end.
         self.stream_buffer: list[int] = []
-        self.stream_in_flight = 0  # batches of ProcessTasks' mapping being processed (ParallelizationFactor at most)
-        self.stream_running = 0
-        self.history: deque[tuple[float, int]] = deque()
+        self.stream_in_flight = 0
+        self.slots_held = 0
         self.result = ModelResult(model.name, rate, tasks, 0, 0, 0.0)
 
     # ---- plumbing ---------------------------------------------------------------------------------
@@ -296,14 +259,13 @@ class _Sim:
         return self.created == self.n and self.completed == self.n
 
     def run(self) -> ModelResult:
-        if self.m.stream_starts and (self.m.seed_loop or not self.m.handshake):
-            raise ValueError("stream starts are the product's (its handshake, its worker)")
         t = 0.0
         for _ in range(self.n):
             t += self.rng.expovariate(self.rate)
             self.at(t, self.arrive)
-        self.at(self.p.poll_seconds, self.poll)
-        if self.m.stream_starts:  # ProcessTasks' own poller: as often, half a poll out of phase with Trigger's
+        if self.m.seed_loop:
+            self.at(self.p.poll_seconds, self.poll)
+        else:
             self.at(self.p.poll_seconds * 1.5, self.poll_stream)
         if self.m.safety_net_seconds:
             self.at(self.m.safety_net_seconds, self.safety_net)
@@ -313,7 +275,7 @@ class _Sim:
             if self.now > limit:
                 raise RuntimeError(f"{self.m.name}: the model did not drain within a day of virtual time")
             fn()
-            idle = not (self.worker_busy or self.esm_busy or self.stream_in_flight or self.stream_buffer)
+            idle = not (self.workers or self.esm_busy or self.stream_in_flight or self.stream_buffer)
             if self.done() and idle:
                 break
         self.result.completed = self.completed
@@ -321,41 +283,40 @@ class _Sim:
         return self.result
 
     def record(self, kind: str) -> None:
-        """A stream record of a task write; the mapping's filter decides whether Trigger ever sees it."""
+        """A stream record of a task write; the seed's Trigger sees every one."""
         self.result.stream_records += 1
-        if kind == "INSERT" and self.m.stream_starts:  # Trigger's filter leaves a stream-started queue's INSERTs out
-            return
-        if kind == "INSERT" or self.m.passes_all_records:
+        if self.m.seed_loop:
             if not self.buffer:
                 self.first_at = self.now
             self.buffer.append(kind)
 
-    # ---- arrivals, stream, Trigger ----------------------------------------------------------------
+    def invoked(self, function: str, seconds: float, memory_mb: int, source: str | None = None,
+                start: float | None = None) -> None:
+        """An invocation of ``seconds`` from ``start`` (default now: the callers that know its length as it begins)."""
+        begun = self.now if start is None else start
+        self.result.intervals.append((begun, begun + seconds))
+        self.result.invocations[function] += 1
+        if source:
+            self.result.trigger_sources[source] += 1
+        self.result.gb_seconds[function] += math.ceil(seconds * 1000) / 1000 * memory_mb / 1024
+
+    def now_plus(self, seconds: float) -> None:
+        """Time the current handler spends on requests (the handler runs on, nothing else happens meanwhile)."""
+        self.now += seconds
+
+    # ---- arrivals, the seed's stream and Trigger, the product's safety net ------------------------------------
 
     def arrive(self) -> None:
-        if self.m.stream_starts:
-            self.stream_buffer.append(self.created)  # ProcessTasks' mapping passes INSERTs of PENDING tasks only
+        if not self.m.seed_loop:
+            self.stream_buffer.append(self.created)  # TaskStream passes INSERTs of PENDING tasks
         self.created += 1
         self.pending.append(self.now)
         self.pending_set.add(self.now)
         self.result.arrivals.append(self.now)
         self.record("INSERT")
-        if self.m.handshake and not self.m.stream_starts:
-            self.last_write = self.now
-            self.result.handshake_requests["producer touch"] += 1
-            if not self.watching:
-                self.wake_if_idle("producer", delay=self.p.request_seconds)
-
-    def wake_if_idle(self, requester: str, delay: float = 0.0) -> bool:
-        """The product's wake-up, unless a worker watches or one is in flight: claim it (a request), publish."""
-        if self.watching or self.now < self.in_flight_until:
-            return False
-        self.result.handshake_requests[f"{requester} claim"] += 1
-        self.in_flight_until = self.now + self.m.wake_in_flight_seconds
-        self.at(self.now + delay + self.p.request_seconds + self.p.publish_seconds, self.wake)
-        return True
 
     def poll(self) -> None:
+        """The seed's Trigger mapping at a poll: a batch when full or its window has passed, one in flight."""
         if not self.done():
             self.at(self.now + self.p.poll_seconds, self.poll)
         if self.esm_busy or not self.buffer:
@@ -368,38 +329,24 @@ class _Sim:
         self.result.delivered_records += len(batch)
         self.esm_busy = True
         wakes = "INSERT" in batch
-        if self.m.handshake:  # a backstop: a consistent read of the record, a wake-up only for an idle queue
-            wakes = wakes and bool(self.pending) and not self.watching and self.now >= self.in_flight_until
         duration = self.p.trigger_base_seconds + (self.p.publish_seconds if wakes else 0.0)
         self.invoked("Trigger", duration, self.m.trigger_memory_mb, "stream")
 
         def finish() -> None:
             self.esm_busy = False
-            if wakes and self.m.handshake:
-                self.wake_if_idle("stream")
-            elif wakes:
+            if wakes:
                 self.wake()
 
         self.at(self.now + duration, finish)
 
-    def invoked(self, function: str, seconds: float, memory_mb: int, source: str | None = None,
-                start: float | None = None) -> None:
-        """An invocation of ``seconds`` from ``start`` (default now: the callers that know its length as it begins)."""
-        begun = self.now if start is None else start
-        self.result.intervals.append((begun, begun + seconds))
-        self.result.invocations[function] += 1
-        if source:
-            self.result.trigger_sources[source] += 1
-        self.result.gb_seconds[function] += math.ceil(seconds * 1000) / 1000 * memory_mb / 1024
-
     def wake(self) -> None:
-        """Trigger publishes a wake-up on WorkerWakeUpTopic: SNS invokes the worker asynchronously."""
+        """A wake-up on WorkerWakeUpTopic: SNS invokes the worker asynchronously."""
         self.result.publishes["WorkerWakeUpTopic"] += 1
         received = self.now + self.p.sns_delivery_seconds
         self.at(received, lambda: self.attempt(received, 0))
 
-    def tail_call(self) -> None:
-        """The worker publishes on TriggerTopic; Trigger runs and wakes the worker."""
+    def seed_tail_call(self) -> None:
+        """The seed's worker publishes on TriggerTopic; Trigger runs and wakes the worker."""
         self.result.publishes["TriggerTopic"] += 1
 
         def trigger() -> None:
@@ -410,24 +357,22 @@ class _Sim:
         self.at(self.now + self.p.sns_delivery_seconds, trigger)
 
     def safety_net(self) -> None:
+        """The product's schedule: recovery and a claimable check of each queue; a wake-up if work is claimable."""
         if not self.done():
             self.at(self.now + (self.m.safety_net_seconds or 60.0), self.safety_net)
         self.result.safety_net_ticks.append(self.now)
-        # Lease recovery and a claimable check per queue (work, calls): 3 queries each.
         wakes = bool(self.pending)
-        if self.m.handshake:
-            wakes = wakes and not self.watching and self.now >= self.in_flight_until
-        duration = self.p.trigger_base_seconds + 6 * self.p.request_seconds + (self.p.publish_seconds if wakes else 0)
+        duration = self.p.trigger_base_seconds + SAFETY_NET_QUERIES * self.p.request_seconds + (
+            self.p.publish_seconds if wakes else 0.0)
         self.invoked("Trigger", duration, self.m.trigger_memory_mb, "safety-net")
-        if wakes and self.m.handshake:
-            self.wake_if_idle("safety-net", delay=duration)
-        elif wakes:
+        if wakes:
             self.at(self.now + duration, self.wake)
 
     # ---- the worker's asynchronous invocations ------------------------------------------------------
 
     def attempt(self, received: float, throttles: int) -> None:
-        if self.worker_busy:
+        limit = self.m.worker_concurrency
+        if limit is not None and self.workers >= limit:
             self.result.throttles += 1
             delay = min(self.p.throttle_first_retry_seconds * 2 ** throttles, self.p.throttle_max_retry_seconds)
             if self.now + delay - received > self.m.worker_max_event_age_seconds:
@@ -435,196 +380,23 @@ class _Sim:
                 return
             self.at(self.now + delay, lambda: self.attempt(received, throttles + 1))
             return
-        self.worker_busy = True
+        self.workers += 1
         self.result.worker_starts.append(self.now)
         self.result.worker_sources["wake-up"] += 1
-        start = self.now
         if self.m.seed_loop:
-            self.seed_invocation(start)
+            self.seed_invocation(self.now)
         else:
-            self.product_invocation(start)
-
-    def end_invocation(self, start: float, tail: bool, from_stream: bool = False) -> None:
-        self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb, start=start)
-        self.worker_busy = False
-        if from_stream:
-            self.stream_in_flight -= 1  # the mapping's batch returns: another may go
-        if tail and self.m.handshake:
-            self.wake_if_idle("tail-call")  # straight to WorkerWakeUpTopic, unless a producer's wake-up is on its way
-        elif tail:
-            self.tail_call()
+            _Run(self, self.now, []).begin()
 
     def take(self, created: float) -> None:
         self.pending.remove(created)
         self.pending_set.discard(created)
         self.result.claim_waits.append(self.now - created)
 
-    def wake_waiter(self) -> None:
-        if self.slot_waiter is not None:
-            _, then = self.slot_waiter
-            self.slot_waiter = None
-            self.at(self.now, then)
-
-    def wait_for_slot(self, then: Callable[[], None], at_most: float) -> None:
-        """``then`` once a running task ends (or after ``at_most`` s), as Worker.run waits on its runner's tasks."""
-        token = next(self.seq)
-        self.slot_waiter = (token, then)
-
-        def timeout() -> None:
-            if self.slot_waiter is not None and self.slot_waiter[0] == token:
-                self.slot_waiter = None
-                then()
-
-        self.at(self.now + at_most, timeout)
-
-    def complete_later(self, runs_until: float, recorded_in: float) -> None:
-        """A claimed task: it holds a runner slot until ``runs_until`` (its claim's request, then the runner), then
-        its outcome is written (``recorded_in`` s) while the slot already serves the next claim (Worker._run_one)."""
-        self.running += 1
-        self.recording += 1
-
-        def ran() -> None:
-            self.running -= 1
-            self.wake_waiter()
-            self.at(self.now + recorded_in, recorded)
-
-        def recorded() -> None:
-            self.recording -= 1
-            self.completed += 1
-            self.last_done = self.now
-            self.record("MODIFY")
-            self.wake_waiter()
-
-        self.at(runs_until, ran)
-
-    # The product's Worker.run: watch the queue (1 request), recover leases (1 query); loop: read the ready and
-    # delayed partitions (2 queries), claim while the runner has a free slot (1 write each, completed by a runner
-    # thread with 1 write), wait for a slot or for arrivals while tasks run; on an empty queue linger (a record
-    # read every poll; an arrival noticed ends the wait), then stop watching (1 conditional write, not before
-    # the index's lag allowance after the last write; an arrival since makes it fail: look again); at the budget,
-    # stop watching and wait for running tasks; last, next_due + has_claimable (3 queries), tail call if
-    # claimable work remains.
-    def product_invocation(self, start: float, from_stream: bool = False) -> None:
-        req = self.p.request_seconds
-        deadline = start + self.m.budget_seconds
-        if self.m.handshake:
-            self.watching = True
-            self.in_flight_until = -1.0  # the watch answers the wake-up in flight
-            self.result.handshake_requests["worker watch"] += 1
-            self.now_plus(req)
-        linger_since: list[float | None] = [None]
-        stop_marked: list[float | None] = [None]  # when the stop's first step was written (two_phase_stop)
-        settle = [0.0]  # stopped at the budget: wait the index's lag allowance before the look for work left
-
-        claimed = [0]  # this invocation's claims (its polls' pace: taskqueue.core.handshake.poll_seconds)
-        linger_polls = [0]  # empty polls of the current linger
-        leftovers: list[float] = []  # the last look's tasks not claimed (the run was full), and when it began
-        leftovers_at = [-1e9]
-
-        def step() -> None:
-            if self.now >= deadline:
-                return drain()
-            free = self.m.runner_capacity - self.running - self.stream_running  # the running limit, queue-wide
-            if free <= 0:
-                return self.wait_for_slot(step, 1.0)  # the runner's first task to end (Worker.run waits on them)
-            fresh = [c for c in leftovers if c in self.pending_set] if (
-                self.now - leftovers_at[0] < self.m.leftover_seconds) else []
-            leftovers.clear()
-            if not fresh:  # a look: the ready and delayed partitions (2 queries)
-                leftovers_at[0] = self.now
-                self.now_plus(2 * req)
-                fresh = self.pending[-self.m.page_size:]
-            if not fresh:
-                if self.running or self.recording:  # an empty look while tasks run: look again once one ends, at least every second
-                    return self.wait_for_slot(step, 1.0)
-                return linger() if self.m.handshake else finish()
-            linger_since[0] = None
-            taken = min(free, len(fresh))
-            claimed[0] += taken
-            for i, created in enumerate(reversed(fresh[-taken:]), start=1):  # newest first, one claim after another
-                self.take(created)
-                self.record("MODIFY")
-                self.complete_later(self.now + i * req + self.runner_seconds, req)
-            if taken == free and self.m.leftover_seconds:
-                leftovers.extend(fresh[:-taken])  # for the next claims, while the look is fresh
-            self.at(self.now + req * taken, step)  # one conditional write per claim, one after another
-
-        def linger() -> None:
-            if linger_since[0] is None:
-                linger_since[0] = self.now
-                linger_polls[0] = 0
-            lingered = self.now - linger_since[0]
-            if lingered < self.m.linger_seconds and self.now < deadline:
-                pace = self.m.linger_poll_seconds
-                if self.m.paced_polls:  # sooner on a fast queue, doubling at each empty poll (wakeups/lingering.py)
-                    pace = min(pace, poll_seconds(claimed[0], self.now - start) * 2 ** linger_polls[0])
-                linger_polls[0] += 1
-                nxt = min(self.now + pace, linger_since[0] + self.m.linger_seconds, deadline)
-                return self.at(nxt, poll)
-            if self.now >= deadline:
-                return drain()
-            due = self.last_write + self.m.index_lag_allowance_seconds
-            if self.now < due:  # the last empty look may not have seen the last write: look once more then
-                return self.at(min(due, deadline), step)
-            if self.m.two_phase_stop and stop_marked[0] is None:
-                self.result.handshake_requests["worker stopping"] += 1
-                self.now_plus(req)
-                if self.pending:  # a producer touched the record since: the first step fails, look again
-                    linger_since[0] = None
-                    return step()
-                stop_marked[0] = self.now
-                self.stopping = True
-                return self.at(min(self.now + self.m.index_lag_allowance_seconds, deadline), last_look)
-            self.result.handshake_requests["worker stop"] += 1
-            self.now_plus(req)
-            if self.pending:  # a producer touched the record since: the conditional stop fails, look again
-                linger_since[0] = None
-                return step()
-            self.watching = self.stopping = False
-            finish()
-
-        def last_look() -> None:
-            if self.now >= deadline:
-                return drain()
-            self.now_plus(2 * req)
-            if self.pending:  # work after the first step: clear ``stopping`` (1 request) and take it
-                self.result.handshake_requests["worker resume"] += 1
-                self.now_plus(req)
-                stop_marked[0] = linger_since[0] = None
-                self.stopping = False
-                return step()
-            linger()
-
-        def poll() -> None:
-            self.result.handshake_requests["worker poll"] += 1
-            self.now_plus(req)
-            if self.pending:
-                linger_since[0] = None
-                return step()
-            linger()
-
-        def drain() -> None:
-            if self.watching:
-                self.watching = self.stopping = False
-                settle[0] = self.now + self.m.index_lag_allowance_seconds if self.m.two_phase_stop else 0.0
-                self.result.handshake_requests["worker stop"] += 1
-            if self.running or self.recording:
-                return self.at(self.now + 0.05, drain)
-            finish()
-
-        def finish() -> None:
-            if self.now < settle[0]:  # writes that skipped their touch show in the index by then
-                return self.at(settle[0], finish)
-            self.now_plus(3 * req)
-            self.end_invocation(start, tail=bool(self.pending), from_stream=from_stream)
-
-        self.now_plus(req)  # lease recovery
-        step()
-
-    # ---- stream starts (issue 29): ProcessTasks invoked by the table's stream ---------------------------------
+    # ---- the product's stream batches ----------------------------------------------------------------
 
     def poll_stream(self) -> None:
-        """ProcessTasks' mapping at a poll: no window, so whatever waits goes (up to a batch), one batch in flight."""
+        """TaskStream at a poll: no window, so whatever waits goes (up to a batch), ``stream_parallel`` in flight."""
         if not self.done() or self.stream_buffer or self.stream_in_flight:
             self.at(self.now + self.p.poll_seconds, self.poll_stream)
         age = self.m.stream_max_record_age_seconds
@@ -633,101 +405,24 @@ class _Sim:
                 self.stream_buffer.pop(0)
                 self.result.skipped_stream_records += 1
         while self.stream_buffer and self.stream_in_flight < self.m.stream_parallel:
+            limit = self.m.worker_concurrency
+            if limit is not None and self.workers >= limit:
+                return  # throttled: the mapping tries the batch again at a later poll
             size = self.m.stream_batch_size
             batch, self.stream_buffer = self.stream_buffer[:size], self.stream_buffer[size:]
+            self.result.delivered_records += len(batch)
             self.stream_in_flight += 1
-            self.stream_start(batch)
+            self.workers += 1
+            self.result.stream_starts.append((self.now, list(batch)))
+            self.result.worker_sources["stream batch"] += 1
+            _Run(self, self.now, batch).begin()
 
-    def stream_start(self, batch: list[int]) -> None:
-        """One stream start (taskqueue.work.stream_start.start): the record's read, the batch noted in the arrival
-        history, then the rule (``stream_step``): end (a watcher not stopping, a wake-up in flight), the fast path (a
-        stopping watcher, or a queue that is not busy), or the regular worker (a busy queue, or a full running limit)."""
-        start = self.now
-        self.result.stream_starts.append((start, list(batch)))
-        self.result.handshake_requests["stream start read"] += 1
-        self.now_plus(self.p.request_seconds)  # a strongly consistent read of the queue's record
-        self.history.append((self.now, len(batch)))
-        while self.history[0][0] <= self.now - BUSY_SECONDS:
-            self.history.popleft()
-        busy = sum(count for _, count in self.history) >= BUSY_TASKS
-        if (self.watching and not self.stopping) or (not self.watching and self.now < self.in_flight_until):
-            self.result.worker_sources["stream: ended"] += 1
-            return self.end_stream_start(start)
-        free = self.m.runner_capacity - self.running - self.stream_running
-        if free > 0 and (self.stopping or not busy):
-            self.result.worker_sources["stream: fast"] += 1
-            return self.fast_path(start, batch, min(len(batch), free))
-        if self.worker_busy:  # a watcher's invocation runs on (stopping, or past its watch): one worker at a time here
-            self.result.worker_sources["stream: ended"] += 1
-            return self.end_stream_start(start)
-        self.result.worker_sources["stream: regular"] += 1
-        self.worker_busy = True
-        self.product_invocation(start, from_stream=True)
 
-    def end_stream_start(self, start: float) -> None:
+    def end_seed_invocation(self, start: float, tail: bool) -> None:
         self.invoked("ProcessTasks", self.now - start + self.p.worker_base_seconds, self.m.worker_memory_mb, start=start)
-        self.stream_in_flight -= 1
-
-    def fast_path(self, start: float, batch: list[int], slots: int) -> None:
-        """Take ``slots`` running-limit slots, claim the batch's tasks by key newest first (a lost claim costs its
-        request too), run them ``slots`` at a time (a task beyond waits for one of this invocation's runs to end), write
-        each outcome, free the slots, end. The slots are held until the end, as the running limit's leases are."""
-        req = self.p.request_seconds
-        self.result.handshake_requests["stream start slot"] += slots
-        self.stream_running += slots
-        self.now_plus(slots * req)
-        order = sorted(batch, reverse=True)  # newest first
-        free = [slots]  # this invocation's runner slots
-        outstanding = [0]  # claimed tasks whose outcome is not written yet
-        waiting = [False]  # the next claim waits for a run to end
-        claims_done = [False]
-
-        def claim_next() -> None:
-            if not order:
-                claims_done[0] = True
-                return release() if outstanding[0] == 0 else None
-            if free[0] == 0:
-                waiting[0] = True
-                return
-            index = order.pop(0)
-            created = self.result.arrivals[index]
-            self.result.handshake_requests["stream start claim"] += 1
-            if created in self.pending_set:  # else another worker claimed it first: the conditional claim fails
-                self.take(created)
-                self.result.fast_path_claims.append(index)
-                self.record("MODIFY")
-                free[0] -= 1
-                outstanding[0] += 1
-                self.at(self.now + req + self.runner_seconds, ran)
-            self.at(self.now + req, claim_next)
-
-        def ran() -> None:
-            free[0] += 1
-            self.at(self.now + req, recorded)  # the outcome's write
-            if waiting[0]:
-                waiting[0] = False
-                claim_next()
-
-        def recorded() -> None:
-            outstanding[0] -= 1
-            self.completed += 1
-            self.last_done = self.now
-            self.record("MODIFY")
-            if claims_done[0] and outstanding[0] == 0:
-                release()
-
-        def release() -> None:
-            self.result.handshake_requests["stream start slot"] += slots
-            self.now_plus(slots * req)
-            self.stream_running -= slots
-            self.wake_waiter()  # a watcher waiting on the running limit
-            self.end_stream_start(start)
-
-        claim_next()
-
-    def now_plus(self, seconds: float) -> None:
-        """Time the current handler spends on requests (the handler runs on, nothing else happens meanwhile)."""
-        self.now += seconds
+        self.workers -= 1
+        if tail:
+            self.seed_tail_call()
 
     # The seed's processTasks: while under 59 s, a page of 10 newest PENDING; task i starts 200*i ms later:
     # claim, runner (bounce if full), finish; the page waits for all of its tasks, then 500 ms.
@@ -740,9 +435,9 @@ class _Sim:
             reached = self.now - start >= self.m.budget_seconds
             self.now_plus(req)
             if not self.pending:
-                return self.end_invocation(start, tail=False)
+                return self.end_seed_invocation(start, tail=False)
             if reached:
-                return self.end_invocation(start, tail=True)
+                return self.end_seed_invocation(start, tail=True)
             batch = min(self.m.page_size, len(self.pending))
             taken = [self.pending.pop() for _ in range(batch)]  # newest first
             settled = [0]
@@ -783,6 +478,158 @@ class _Sim:
                 self.at(self.now + self.m.pause_seconds, page)
 
         page()
+
+
+class _Run:
+    """One invocation of the product's worker (``Worker.run``): ``named`` are the arrival indices its stream batch
+    names (none for a wake-up)."""
+
+    def __init__(self, sim: _Sim, start: float, named: list[int]) -> None:
+        self.s = sim
+        self.start = start
+        self.from_stream = bool(named)
+        self.deadline = start + sim.m.budget_seconds
+        arrivals = sim.result.arrivals
+        old = bool(named) and start - arrivals[min(named)] > OLD_BATCH_SECONDS
+        self.named_read_first = old
+        self.named = sorted((arrivals[i] for i in named), reverse=True)  # newest first
+        self.first_round = True
+        self.slots = 0  # running-limit slots this run holds (until it ends)
+        self.running = 0  # its tasks whose runner has not returned
+        self.recording = 0  # its tasks whose outcome is being written
+        self.waiter: tuple[int, Callable[[], None]] | None = None
+        self.next_pause_check = 0.0
+
+    def begin(self) -> None:
+        s, req = self.s, self.s.p.request_seconds
+        s.now_plus(req)  # the queue's record (the pause check), strongly consistent
+        self.next_pause_check = s.now + PAUSE_CHECK_SECONDS
+        if self.named and self.named_read_first:  # an old batch: its tasks read first (one BatchGetItem)
+            s.now_plus(req)
+            self.named = [c for c in self.named if c in s.pending_set]
+        self.step()
+
+    def step(self) -> None:
+        s, m, req = self.s, self.s.m, self.s.p.request_seconds
+        if s.now >= self.deadline:
+            return self.drain("budget")
+        free = m.runner_capacity - self.running
+        if free <= 0:
+            return self.wait(self.step, IDLE_POLL_SECONDS)  # the first of its tasks to end
+        if s.now >= self.next_pause_check:
+            s.now_plus(req)
+            self.next_pause_check = s.now + PAUSE_CHECK_SECONDS
+        if self.first_round and self.named:
+            candidates = self.named[:free]
+        else:
+            s.now_plus(req)  # a look: one query of the ready partition
+            shown = list(reversed(s.pending[-max(m.page_size, free):]))  # newest first
+            seen = set(shown)
+            # Named tasks not tried yet are merged in: one no longer waiting is claimed anyway (and refused).
+            candidates = sorted(shown + [c for c in self.named if c not in seen], reverse=True)
+        self.first_round = False
+        if not candidates:
+            if self.running or self.recording:
+                return self.wait(self.step, IDLE_POLL_SECONDS)
+            return self.drain("empty")
+        wanted = min(free, len(candidates))
+        if m.running_limit is not None:
+            spare = self.slots - self.running
+            new = max(0, wanted - spare)
+            if new:
+                got = min(new, m.running_limit - s.slots_held)
+                s.now_plus(req * max(1, new))  # a write per slot tried (and a read of the slots when short)
+                self.slots += got
+                s.slots_held += got
+            free = min(free, self.slots - self.running)
+            if free <= 0:
+                if self.running or self.recording:
+                    return self.wait(self.step, IDLE_POLL_SECONDS)
+                return self.drain("limit")
+        claimed = 0
+        for created in candidates:
+            if free == 0:
+                break
+            s.now_plus(req)  # one conditional claim
+            if created in self.named:
+                self.named.remove(created)
+                s.result.claims["named"] += 1
+            if created not in s.pending_set:
+                s.result.claims["refused"] += 1
+                continue
+            s.take(created)
+            s.record("MODIFY")
+            free -= 1
+            claimed += 1
+            self.run_task()
+        if claimed == 0 and not self.named and not self.running:
+            return s.at(s.now + 0.75 * LOST_ROUND_PAUSE_SECONDS, self.step)
+        s.at(s.now, self.step)
+
+    def run_task(self) -> None:
+        """A claimed task: it holds a runner slot until its runner returns, then its outcome is written (one request)
+        while the slot serves the next claim."""
+        s = self.s
+        self.running += 1
+        self.recording += 1
+
+        def ran() -> None:
+            self.running -= 1
+            self.wake()
+            s.at(s.now + s.p.request_seconds, recorded)
+
+        def recorded() -> None:
+            self.recording -= 1
+            s.completed += 1
+            s.last_done = s.now
+            s.record("MODIFY")
+            self.wake()
+
+        s.at(s.now + self.runner_seconds(), ran)
+
+    def runner_seconds(self) -> float:
+        return self.s.runner_seconds
+
+    def wake(self) -> None:
+        if self.waiter is not None:
+            _, then = self.waiter
+            self.waiter = None
+            self.s.at(self.s.now, then)
+
+    def wait(self, then: Callable[[], None], at_most: float) -> None:
+        """``then`` once one of its tasks ends (or after ``at_most`` s)."""
+        token = next(self.s.seq)
+        self.waiter = (token, then)
+
+        def timeout() -> None:
+            if self.waiter is not None and self.waiter[0] == token:
+                self.waiter = None
+                then()
+
+        self.s.at(self.s.now + at_most, timeout)
+
+    def drain(self, why: str) -> None:
+        """Claiming is over: its tasks finish, then its slots go back (a write each); at the budget, a check for work
+        left (one query) and a tail call if some is claimable."""
+        s, req = self.s, self.s.p.request_seconds
+        if self.running or self.recording:
+            return self.wait(lambda: self.drain(why), IDLE_POLL_SECONDS)
+        s.now_plus(req * self.slots)
+        s.slots_held -= self.slots
+        self.slots = 0
+        tail = False
+        if why == "budget":
+            s.now_plus(req)
+            tail = bool(s.pending)
+            if tail:
+                s.now_plus(s.p.publish_seconds)
+        s.result.worker_ends[why] += 1
+        s.invoked("ProcessTasks", s.now - self.start + s.p.worker_base_seconds, s.m.worker_memory_mb, start=self.start)
+        s.workers -= 1
+        if self.from_stream:
+            s.stream_in_flight -= 1  # the mapping's batch returns: the next may go
+        if tail:
+            s.wake()
 
 
 def simulate(model: DesignModel, rate: float, tasks: int, *, runner_seconds: float = 0.0, seed: int = 1,

@@ -3,9 +3,8 @@
 Three kinds of run, each for ``--design product`` or ``--design seed``:
 
 - ``idle``: a runner that takes no time, ``--rate`` tasks/s. The invocation model
-  (``bench/invocation_model.py``) decides when the worker runs (stream batches, wake-ups, throttling, tail
-  calls, the product's safety net, its stream starts when template.yaml gives ProcessTasks a DynamoDB event); this
-  run replays that schedule in virtual time with the real code on the emulator, the cost meter on every client,
+  (``bench/invocation_model.py``) decides when the worker runs (the product's stream batches and the tasks each
+  names, wake-ups, throttling, tail calls, the product's safety net); this run replays that schedule in virtual time with the real code on the emulator, the cost meter on every client,
   and reports write and read units per completed task.
 - ``overload``: the runner at the template's defaults (3 tasks at once, 15 s each) and Poisson arrivals at
   ``--load`` times what it can do, on a scaled clock (``--scale`` real seconds per virtual second): the
@@ -15,7 +14,7 @@ Three kinds of run, each for ``--design product`` or ``--design seed``:
   concurrency N), a runner that takes no time: lost claims, requests and units per completed task.
 
 The product runs through its handlers' own code: ``functions/process_tasks/app.py``'s ``handle`` (the
-Worker, the tail-call decision; a stream start, given the stream records of the tasks its batch names) and
+Worker, the tail-call decision; a stream batch, given the INSERT records of the tasks it names) and
 ``functions/trigger/app.py``'s ``handle_safety_net``, with a stub in place of SNS that counts publishes. The seed runs as ``bench/seed_lifo.py`` ports it.
 
     .venv/bin/python bench/lifo_runs.py idle --design product --rates 1,10 --tasks 100 --seeds 1,2,3
@@ -90,19 +89,11 @@ class CountingNotifier:
     """SNS in place: counts what the handlers publish (the invocation model decides what it causes)."""
 
     def __init__(self) -> None:
-        self.tail_calls = 0
-        self.wakeups = 0
+        self.wakeups: Counter[str] = Counter()  # reason -> publishes ("tail-call", the safety net's)
 
-    def relay_wakeup(self, queue: str, reason: str = "tail-call", **_attributes: Any) -> str:
-        self.tail_calls += 1
+    def publish_wakeup(self, queue: str, reason: str, correlation: Any = None) -> str:
+        self.wakeups[reason] += 1
         return "stub"
-
-    def publish_wakeup(self, queue: str, reason: str, **_attributes: Any) -> str:
-        self.wakeups += 1
-        return "stub"
-
-    def send_wakeup(self, queue: str, reason: str, *_correlation: Any) -> str:
-        return self.publish_wakeup(queue, reason)
 
 
 class ProductLifo:
@@ -125,17 +116,17 @@ class ProductLifo:
         self.created_ids: list[str] = []  # every task this queue's producer created, in order
 
     def create(self, count: int = 1) -> None:
-        """A producer's request as CreateTasks makes it: the tasks, then the wake-up handshake (its record writes
-        are metered; what its wake-ups cause is the invocation model's business)."""
+        """A producer's request as CreateTasks makes it: the tasks and nothing else (the table's stream starts the
+        worker for them)."""
         request = parse_create_request({"queue": QUEUE, "count": count, "ttlSeconds": self.ttl_seconds}, self.settings)
-        summary = create_tasks(request, self.store, self.clock.now_ms(), None, self.services.handshake)
+        summary = create_tasks(request, self.store, self.clock.now_ms())
         self.created_ids.extend(summary.task_ids)
 
     def invoke_worker(self) -> Any:
         return self._invoke({"queue": QUEUE})
 
     def invoke_stream(self, event: dict[str, Any]) -> Any:
-        """A stream start: ProcessTasks invoked by its TaskStream event with a batch of stream records."""
+        """ProcessTasks invoked by its TaskStream event with a batch of stream records."""
         return self._invoke(event)
 
     def _invoke(self, event: dict[str, Any]) -> Any:
@@ -154,7 +145,7 @@ class ProductLifo:
 
 
 class InsertRecords:
-    """The stream's INSERT records of the tasks a ProductLifo creates, for its stream starts. Each task's item is read
+    """The stream's INSERT records of the tasks a ProductLifo creates, for its stream batches. Each task's item is read
     back as soon as it is written (on ``reader``, a client the cost meter does not count; strongly consistent), so a
     record's NewImage is the item as inserted, raw attribute values, whatever a worker did to it later."""
 
@@ -209,8 +200,8 @@ def idle_run(design: str, endpoint: str, rate: float, tasks: int, seed: int) -> 
     client = client_for(endpoint)
     meter = CostMeter(reader)
     meter.attach(client)
-    # The model's stream starts, replayed only when the template has them (its ProcessTasks has a DynamoDB event).
-    streams = design == "product" and values.stream_starts
+    # The model's stream batches (the product's).
+    streams = design == "product"
     clock = VirtualClock(nested=streams)
     table = f"{design}-idle-{uuid.uuid4().hex[:8]}"
     inserts: InsertRecords | None = None
@@ -230,18 +221,18 @@ def idle_run(design: str, endpoint: str, rate: float, tasks: int, seed: int) -> 
     completed = 0
     invocations = Counter[str]()
     if streams:
-        # A stream start runs beside whatever else runs (no reserved concurrency): fired by the virtual clock at its
-        # time, as arrivals are, so one that falls inside a worker's run (its linger, its waits) sees that worker
-        # watching, as it would on AWS, instead of running after it.
+        # A stream batch's invocation runs beside whatever else runs (no reserved concurrency): fired by the virtual
+        # clock at its time, as arrivals are, so one that falls inside another worker's run (its waits) runs while
+        # that one runs, as it would on AWS, instead of after it.
         assert inserts is not None
 
-        def stream_start(indices: list[int]) -> None:
+        def stream_batch(indices: list[int]) -> None:
             nonlocal completed
             completed += int(queue.invoke_stream(inserts.event(indices)).succeeded)
             invocations["stream"] += 1
 
         for t, indices in schedule.stream_starts:
-            clock.at(t, lambda indices=indices: stream_start(indices))
+            clock.at(t, lambda indices=indices: stream_batch(indices))
     events: list[tuple[float, str]] = [(t, "worker") for t in schedule.worker_starts]
     events += [(t, "safety-net") for t in schedule.safety_net_ticks]
     events.sort()
@@ -398,7 +389,7 @@ def overload_run(design: str, endpoint: str, *, scale: float, seconds: float, tt
     states = Counter[str]()
     expired_waiting = 0
     for item in window["items"]:
-        if "taskStatus" not in item:  # the queue's control items (its record, lanes, slots) are no tasks
+        if "taskStatus" not in item:  # the queue's control items (its record, slots) are no tasks
             continue
         status = item["taskStatus"]["S"]
         states[status] += 1
@@ -442,8 +433,8 @@ def workers_run(design: str, endpoint: str, *, workers: int, tasks: int, scale: 
     """``tasks`` tasks waiting, ``workers`` worker invocations started together (reserved concurrency N), a
     runner that takes no time, each worker re-invoked (a tail call) until the queue is empty. Counts lost
     claims (conditional claims another worker won), requests and units per completed task. Real time by default
-    (``scale`` 1.0): both designs' pauses (the seed's stagger and page pause, the product's lane join, view and
-    patience times) are meant against real request latency, which a faster virtual clock would not scale."""
+    (``scale`` 1.0): both designs' pauses (the seed's stagger and page pause, the product's pause after a lost
+    round) are meant against real request latency, which a faster virtual clock would not scale."""
     reader = client_for(endpoint)
     clock = ScaledClock(scale)
     table = f"{design}-workers-{uuid.uuid4().hex[:8]}"
@@ -465,9 +456,8 @@ def workers_run(design: str, endpoint: str, *, workers: int, tasks: int, scale: 
         client = meter.attach(client_for(endpoint))
         counts = Counter[str]()
         if design == "product":
-            # The reserved concurrency of this run is ``workers``: the template passes it as CLAIM_LANES. No queue-wide
-            # running limit (RUNNING_LIMIT=0): the seed has none, and this measures the claim herd alone.
-            queue: Any = ProductLifo(client, table, clock, lambda task: None, CLAIM_LANES=str(workers), RUNNING_LIMIT="0")
+            # No queue-wide running limit (RUNNING_LIMIT=0): the seed has none, and this measures the claim herd alone.
+            queue: Any = ProductLifo(client, table, clock, lambda task: None, RUNNING_LIMIT="0")
         else:
             queue = SeedLifo(client, table, clock, SeedRunner(clock, capacity=3, seconds=0.0))
         barrier.wait()
@@ -499,7 +489,7 @@ def workers_run(design: str, endpoint: str, *, workers: int, tasks: int, scale: 
     total = sum(results, Counter())
     totals = meter.reset()
     done = total["succeeded"]
-    # Control items (claim lanes) share the table and have no state.
+    # Control items (the queue's record, slots) share the table and have no state.
     left = sum(1 for item in _scan(reader, table) if item.get("taskStatus", {"S": "SUCCESS"})["S"] != "SUCCESS")
     return {
         "kind": "workers",
@@ -552,7 +542,7 @@ def main(argv: list[str] | None = None) -> None:
     endpoint = args.endpoint
     if endpoint is None:
         emulator = Emulator()
-        endpoint = emulator.start()
+        endpoint = emulator.start(timeout=common.EMULATOR_START_SECONDS)
     engine = "serialized moto server (local/emulator/server.py)" if emulator else endpoint
     seeds = [int(x) for x in args.seeds.split(",")]
     try:

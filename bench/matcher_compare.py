@@ -68,7 +68,6 @@ def double_assignments(commits: list[dict[str, Any]]) -> int:
 
 def product_run(server: Emulator, matchers: int, agents: int, calls: int, seed: int, meter_on: bool) -> dict[str, Any]:
     if True:  # one server for every run of a process; each run has its own tables
-        # The template passes the Matcher's reserved concurrency as CLAIM_LANES: here, ``matchers``.
         world = make_world(
             server, agents=agents, calls=calls, seed=seed, name=f"p{uuid.uuid4().hex[:6]}"
         )
@@ -205,7 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     designs = ("product", "seed") if args.design == "both" else (args.design,)
     runs = {"product": product_run, "seed": seed_run}
     with contextlib.ExitStack() as stack:
-        servers = {d: stack.enter_context(Emulator(record_transactions=True)) for d in designs}
+        servers = {d: Emulator(record_transactions=True) for d in designs}
+        for server in servers.values():
+            server.start(timeout=common.EMULATOR_START_SECONDS)
+            stack.callback(server.stop)
         for repetition in range(args.repeat):
             for count in (int(n) for n in args.matchers.split(",")):
                 for design in designs:

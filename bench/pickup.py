@@ -3,24 +3,18 @@
 - From the invocation model (bench/invocation_model.py, platform delays as it models them): the wait from a
   task's creation to its first claim, p50/p95, at 1 and 10 tasks/s and for a task on an idle queue (Poisson
   arrivals 2 minutes apart on average), product and seed side by side;
-- the linger's trade-off at 1 task/s: invocations, the wait, worker GB-seconds and their dollars for several
-  WorkerLingerSeconds (the template's default is one of them);
 - the real-time figures on the local stack (bench/pickup_realtime.py writes bench/results-pickup.md; its rows
   are carried into bench/results.md here, so a `make bench` keeps them).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import statistics
 from typing import Any
 
 from bench.common import ROOT, Spread, template_values
-from bench.dollars import PRICES
 from bench.invocation_model import product_model, seed_model, simulate
 
 IDLE_RATE = 1 / 120  # one task every two minutes on average: each finds its queue idle
-LINGERS = (0.0, 1.0, 2.0, 3.0, 5.0)
 
 
 def model_runs(tasks: int, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
@@ -30,9 +24,6 @@ def model_runs(tasks: int, seeds: list[int]) -> dict[str, list[dict[str, Any]]]:
     idle_tasks = max(20, tasks // 50)
     for model in (product_model(values), seed_model()):
         out[f"{model.name}@idle-queue"] = [simulate(model, IDLE_RATE, idle_tasks, seed=s).summary() for s in seeds]
-    for linger in LINGERS:
-        model = dataclasses.replace(product_model(values), linger_seconds=linger)
-        out[f"linger={linger:g}@1"] = [simulate(model, 1.0, tasks, seed=s).summary() for s in seeds]
     return out
 
 
@@ -55,26 +46,7 @@ def add_rows(table: Any, model: dict[str, list[dict[str, Any]]], rates: tuple[fl
         p, s = model[f"product@{rate:g}"], model[f"seed@{rate:g}"]
         label = f"{rate:g} task/s" if rate == 1 else f"{rate:g} tasks/s"
         gb = lambda runs: Spread.of(sum(r["gb_seconds_per_1000"].values()) for r in runs)  # noqa: E731
-        table.add(f"Lambda GB-s per 1,000 tasks at {label} (the linger is billed time)", gb(p), gb(s), seed, 1)
-
-
-def linger_markdown(model: dict[str, list[dict[str, Any]]], default: float) -> str:
-    """The linger's trade-off at 1 task/s, every other parameter at its template default."""
-    lines = ["| WorkerLingerSeconds | invocations per 1,000 tasks | create -> claim p50 / p95 (s) | worker GB-s per 1,000 "
-             "tasks | $ per million tasks, Lambda compute | $ per million tasks, Lambda requests + SNS |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    for linger in LINGERS:
-        runs = model[f"linger={linger:g}@1"]
-        inv = statistics.median(r["total_per_1000"] for r in runs)
-        pubs = statistics.median(r["publishes_per_1000"] for r in runs)
-        gb = statistics.median(sum(r["gb_seconds_per_1000"].values()) for r in runs)
-        p50 = statistics.median(r["claim_wait_p50"] for r in runs)
-        p95 = statistics.median(r["claim_wait_p95"] for r in runs)
-        compute = gb / 1000 * 1e6 * PRICES["lambda_gb_second_arm64"]
-        other = inv / 1000 * 1e6 * PRICES["lambda_request"] + pubs / 1000 * 1e6 * PRICES["sns_publish"]
-        mark = " (default)" if linger == default else ""
-        lines.append(f"| {linger:g}{mark} | {inv:.1f} | {p50:.2f} / {p95:.2f} | {gb:.1f} | {compute:.2f} | {other:.2f} |")
-    return "\n".join(lines)
+        table.add(f"Lambda GB-s per 1,000 tasks at {label}", gb(p), gb(s), seed, 1)
 
 
 def realtime_section() -> str:
@@ -90,8 +62,4 @@ def realtime_section() -> str:
                       *facts, "", *rows, ""])
 
 
-def default_linger() -> float:
-    return template_values().worker_linger_seconds
-
-
-__all__ = ["add_rows", "default_linger", "linger_markdown", "model_runs", "realtime_section"]
+__all__ = ["add_rows", "model_runs", "realtime_section"]

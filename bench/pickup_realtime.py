@@ -3,32 +3,33 @@
 Over 400 lines: one command for every real-time pickup figure; the cases share the stack, its clients and the
 summary, each a few lines of its own.
 Starts `python -m local up` (exactly what `make up` runs: the template's defaults, real time, streams, SNS,
-schedules and TTL live) on a free port with its own discovery file, with the CreateTasks schedule off and a
-fake runner of 1 s, and talks to it as a user's system would: the Lambda Invoke API for CreateTasks and
-AgentEvents, DynamoDB reads to see when a task was claimed (its item leaves PENDING; read every 20 ms,
-strongly consistent). Each case starts from an idle queue (no worker watching it) unless it says otherwise:
+schedules and TTL live; ProcessTasks reserves no concurrency, so the table's stream starts the worker as on a
+default deploy) on a free port with its own discovery file, with the CreateTasks schedule off and a fake runner of
+1 s, and talks to it as a user's system would: the Lambda Invoke API for CreateTasks and AgentEvents, DynamoDB reads
+to see when a task was claimed (its item leaves PENDING; read every 20 ms, strongly consistent). Each case starts
+from an idle queue (the tasks this command made are finished and no invocation of the queue's function has ended
+for a moment) unless it says otherwise:
 
 - ``task``: one task on an idle queue `work`;
 - ``call``: a call on queue `calls` whose preferences an available agent fits (the agent logged in beforehand);
 - ``agent``: an agent becoming available (logs in) while a call it fits waits;
 - ``steady``: one task a second for ``--steady-seconds`` on `work` (the p50/p95 of all of them); ``--fast RATE``
   alone (a stack whose runner takes 0.02 s a task: it keeps up): RATE tasks a second, evenly spaced;
-- ``busy`` (``--busy``, a second stack: ``TaskRunner=bench_runner:run``, ``RunnerCapacity=8``): 3 tasks a second for
-  40 s, each running 0.2-3.0 s (about 5 of the 8 slots busy), create -> claim of every task (issue 28);
-- ``killed`` (``--busy``, the same stack): a task whose runner kills its process (as a Timeout or OOM does) is
-  claimed by the watcher; 3 s later a task is created: how long until it is claimed;
-- ``killed-at-limit`` (``--limit``, a third stack: ``WorkRunningLimit=3``, ``ProcessTasksConcurrency=3``): one worker
-  holds every slot of the running limit (two long tasks and one that kills its process) and is killed; 3 s later a
-  task is created: how long until it is claimed (the dead worker's slots lapse with their own short lease);
-- ``--stream``: ``task``, ``steady``, ``busy`` and ``killed`` again on stacks with the production default of no
-  reserved concurrency (``ProcessTasksConcurrency=`` empty), where the table's stream starts the worker of `work`
-  (issue 29's stream starts; `make up` reserves 1, which turns them off);
-- ``redrive``, ``retry-all``, ``resume`` (``--operator``): from the operator's ``taskq`` command to the claim of
-  the task(s) it brings back (a cancelled task redriven, two retried, a paused queue resumed with a task waiting).
+- ``redrive``, ``redrive-client``, ``retry-all``, ``resume``: from the operator's ``taskq`` command (or the
+  producer client's redrive) to the claim of the task(s) it brings back (a cancelled task redriven, two retried, a
+  paused queue resumed with a task waiting);
 - ``delayed``: tasks created together on an idle `work` with ``delaySeconds`` of each of ``--delays`` (default
   25,150,600; 600 is past the safety net's 60 s period and any worker's budget): claim - due for each (from its
   ``claimedAt``); no worker stays awake while they wait, the queue's scheduled wake-up at its delayed head
-  (EventBridge Scheduler, fired by the local engine) wakes it. ``--delays ''`` skips it.
+  (EventBridge Scheduler, fired by the local engine) wakes it. ``--delays ''`` skips it;
+- ``busy`` (a second stack: ``TaskRunner=bench_runner:run``, ``RunnerCapacity=8``; one task first, so that the
+  worker function has started once): 3 tasks a second for 40 s, each running 0.2-3.0 s (about 5 of the 8 slots
+  busy), create -> claim of every task;
+- ``killed`` (the same stack): a task whose runner kills its process (as a Timeout or OOM does) is claimed; 3 s
+  later a task is created: how long until it is claimed;
+- ``killed-at-limit`` (``--limit`` alone, a third stack: ``WorkRunningLimit=3``, ``ProcessTasksConcurrency=3``): one
+  worker holds every slot of the running limit (two long tasks and one that kills its process) and is killed; 3 s
+  later a task is created: how long until it is claimed.
 
 Invocations per function come from the stack's own lines (one per invocation). Prints one JSON line per case
 and, with ``--out``, writes bench/results-pickup.md (bench/run.py carries its rows into bench/results.md).
@@ -66,6 +67,11 @@ from bench.common import percentile  # noqa: E402
 OVERRIDES = ["CreateTasksScheduleState=DISABLED", "FakeRunnerDurationSeconds=1"]
 INVOCATION_LINE = re.compile(r"^\d\d:\d\d:\d\d (\w+) \((\w+)\) ")
 POLL_SECONDS = 0.02
+# The function that works each queue, and how long none of its invocations must have ended for the queue to count as
+# idle (a worker ends at its first look that finds nothing claimable while nothing of its own runs).
+QUEUE_FUNCTIONS = {"work": "ProcessTasksFunction", "calls": "MatcherFunction"}
+QUIET_SECONDS = 1.0
+RUNNING = "TAKEN"
 
 
 class Stack:
@@ -79,6 +85,8 @@ class Stack:
         self.proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.invocations: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()  # "<function> (<source>)"
+        self.last_line: dict[str, float] = {}  # function -> time.monotonic() its last invocation line was read
+        self.tracked: dict[str, set[str]] = {}  # queue -> tasks this command made that were not seen finished yet
         self._ready = threading.Event()
         threading.Thread(target=self._read, daemon=True).start()
         if not self._ready.wait(180):
@@ -100,6 +108,7 @@ class Stack:
             found = INVOCATION_LINE.match(line)
             if found:
                 self.invocations[found.group(1)] += 1
+                self.last_line[found.group(1)] = time.monotonic()
                 self.sources[f"{found.group(1)} ({found.group(2)})"] += 1
 
     def invoke(self, function: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -112,15 +121,29 @@ class Stack:
     def item(self, key: str) -> dict[str, Any]:
         return self.ddb.get_item(TableName=self.table, Key={"taskId": {"S": key}}, ConsistentRead=True).get("Item", {})
 
-    def wait_idle(self, queue: str, timeout: float = 60.0) -> float:
-        """Until no worker watches ``queue`` and no wake-up is in flight; seconds waited."""
+    def track(self, queue: str, task_id: str) -> None:
+        self.tracked.setdefault(queue, set()).add(task_id)
+
+    def wait_idle(self, queue: str, timeout: float = 60.0, *, pending_ok: bool = False) -> float:
+        """Until no task this command made on ``queue`` runs (nor waits, unless ``pending_ok``: a call no agent fits, a
+        paused queue's task) and no invocation of the queue's function has ended for QUIET_SECONDS; seconds waited."""
         started = time.monotonic()
+        function = QUEUE_FUNCTIONS[queue]
         while time.monotonic() - started < timeout:
-            record = self.item(f"queue#{queue}")
-            if "watcher" not in record and "wakeSent" not in record:
+            if self._settled(queue, pending_ok) and time.monotonic() - self.last_line.get(function, 0.0) >= QUIET_SECONDS:
                 return time.monotonic() - started
             time.sleep(0.1)
         raise RuntimeError(f"queue {queue!r} never went idle")
+
+    def _settled(self, queue: str, pending_ok: bool) -> bool:
+        tracked = self.tracked.get(queue, set())
+        for task_id in sorted(tracked):
+            status = self.item(task_id).get("taskStatus", {}).get("S")
+            if status == RUNNING or (status == "PENDING" and not pending_ok):
+                return False
+            if status != "PENDING":
+                tracked.discard(task_id)
+        return True
 
     def claimed_after(self, task_id: str, created_ms: int, timeout: float = 120.0) -> float:
         """Seconds from ``created_ms`` until the task left PENDING (seen by polling its item)."""
@@ -146,9 +169,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def create(stack: Stack, body: dict[str, Any]) -> tuple[str, int]:
+def create(stack: Stack, body: dict[str, Any], *, track: bool = True) -> tuple[str, int]:
+    """A task made through CreateTasks; ``track``: its end is awaited before the next case (not a task that kills its
+    worker: it runs again once its lease has passed)."""
     created = stack.invoke("CreateTasksFunctionName", body)
     task_id = created["taskIds"][0]
+    if track:
+        stack.track(body["queue"], task_id)
     return task_id, int(stack.item(task_id)["taskCreated"]["N"])
 
 
@@ -165,7 +192,7 @@ def agent(stack: Stack, agent_id: str) -> dict[str, Any]:
 def call_with_agent_available(stack: Stack) -> float:
     agent_id = f"agent-{uuid.uuid4().hex[:6]}"
     stack.invoke("AgentEventsFunctionName", {"action": "agentAvailable", "agent": agent(stack, agent_id)})
-    stack.wait_idle("calls")
+    stack.wait_idle("calls", pending_ok=True)
     task_id, created_ms = create(stack, {"queue": "calls", "payload": {"preferences": {"language": "en"}}, "ttlSeconds": 300})
     waited = stack.claimed_after(task_id, created_ms)
     stack.invoke("AgentEventsFunctionName", {"action": "agentOffline", "agentId": agent_id})
@@ -175,7 +202,7 @@ def call_with_agent_available(stack: Stack) -> float:
 def agent_freeing_up(stack: Stack) -> float:
     language = f"x{uuid.uuid4().hex[:4]}"  # no agent speaks it yet: the call waits
     task_id, _ = create(stack, {"queue": "calls", "payload": {"preferences": {"language": language}}, "ttlSeconds": 300})
-    stack.wait_idle("calls")  # the Matcher found no agent, lingered and stopped
+    stack.wait_idle("calls", pending_ok=True)  # the Matcher found no agent and stopped
     agent_id = f"agent-{uuid.uuid4().hex[:6]}"
     freed_ms = time.time_ns() // 1_000_000
     stack.invoke("AgentEventsFunctionName", {"action": "agentAvailable", "agent": {
@@ -217,7 +244,7 @@ def busy(stack: Stack, seconds: int = 40, rate: float = 3.0) -> tuple[list[float
 
 def killed(stack: Stack) -> float:
     stack.wait_idle("work", timeout=120)
-    task_id, created_ms = create(stack, {"queue": "work", "payload": {"die": True}})
+    task_id, created_ms = create(stack, {"queue": "work", "payload": {"die": True}}, track=False)
     stack.claimed_after(task_id, created_ms)
     time.sleep(3.0)
     task_id, created_ms = create(stack, {"queue": "work", "payload": {"seconds": 0.2}})
@@ -228,10 +255,10 @@ def killed_at_limit(stack: Stack, limit: int = 3) -> float:
     """Every slot of the running limit (WorkRunningLimit, 3 by default) held by one worker when it is killed: two
     long tasks and one that kills the process; then, 3 s later, a task. Seconds until that task is claimed."""
     stack.wait_idle("work", timeout=120)
-    sleepers = [create(stack, {"queue": "work", "payload": {"seconds": 60}}) for _ in range(limit - 1)]
+    sleepers = [create(stack, {"queue": "work", "payload": {"seconds": 60}}, track=False) for _ in range(limit - 1)]
     for task_id, created_ms in sleepers:
         stack.claimed_after(task_id, created_ms)
-    task_id, created_ms = create(stack, {"queue": "work", "payload": {"die": True}})
+    task_id, created_ms = create(stack, {"queue": "work", "payload": {"die": True}}, track=False)
     stack.claimed_after(task_id, created_ms)
     time.sleep(3.0)
     task_id, created_ms = create(stack, {"queue": "work", "payload": {"seconds": 0.2}})
@@ -280,7 +307,7 @@ def operator_actions(stack: Stack) -> dict[str, float]:
     stack.wait_idle("work")
     taskq(stack, "pause", "work")
     task_id, _ = create(stack, {"queue": "work"})
-    stack.wait_idle("work")
+    stack.wait_idle("work", pending_ok=True)
     issued_ms = time.time_ns() // 1_000_000
     taskq(stack, "resume", "work")
     waited["resume"] = stack.claimed_after(task_id, issued_ms)
@@ -331,20 +358,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="only the operator's redrive, retry-all and resume (their own stack)")
     parser.add_argument("--limit", action="store_true",
                         help="only the killed-at-the-limit case (its own stack: WorkRunningLimit 3, 3 workers)")
-    parser.add_argument("--stream", action="store_true",
-                        help="only task, steady, busy and killed, on stacks without reserved concurrency (stream starts)")
     parser.add_argument("--fast", type=float, metavar="RATE",
-                        help="only the steady case at RATE tasks/s for --steady-seconds (a watcher's polls come sooner "
-                             "above 10 tasks/s)")
+                        help="only the steady case at RATE tasks/s for --steady-seconds")
     args = parser.parse_args(argv)
     if args.fast:
         fast(args.fast, args.steady_seconds)
         return
     if args.busy:
-        busy_and_killed(args.repeat)
-        return
-    if args.stream:
-        stream_cases(args.repeat, args.steady_seconds)
+        results = busy_and_killed(args.repeat)
+        if args.out:
+            replace_rows(Path(args.out), results, f"--busy --repeat {args.repeat}")
         return
     if args.limit:
         killed_at_the_limit(args.repeat)
@@ -369,11 +392,13 @@ def main(argv: list[str] | None = None) -> None:
         waits, used = steady(stack, args.steady_seconds)
         results["steady"] = {**summary(waits), "invocations": dict(used)}
         print(json.dumps({"case": "steady", **results["steady"]}), flush=True)
+        results.update(operator_results(stack, args.repeat))
         if delays:
             results["delayed"] = delayed(stack, delays)
             print(json.dumps({"case": "delayed", **results["delayed"]}), flush=True)
     finally:
         stack.stop()
+    results.update(busy_and_killed(args.repeat))
     if args.out:
         write(Path(args.out), results, args, time.monotonic() - started)
 
@@ -382,33 +407,6 @@ BUSY_OVERRIDES = [*OVERRIDES, "TaskRunner=bench_runner:run", "RunnerCapacity=8"]
 FAST_OVERRIDES = [*OVERRIDES, "TaskRunner=bench_runner:run"]  # each task runs its payload's seconds
 # Several workers may run (3 reserved), so the queue-wide running limit holds: 3 slots.
 LIMIT_OVERRIDES = [*BUSY_OVERRIDES, "ProcessTasksConcurrency=3", "WorkRunningLimit=3"]
-
-
-# The production default: no reserved concurrency, so the table's stream starts the worker of `work` (stream starts).
-STREAM = "ProcessTasksConcurrency="
-
-
-def stream_cases(repeat: int, steady_seconds: int) -> None:
-    stack = Stack([*OVERRIDES, STREAM])
-    try:
-        before = Counter(stack.invocations)
-        waits = [one_task(stack) for _ in range(repeat)]
-        used = {k: v - before.get(k, 0) for k, v in stack.invocations.items() if v - before.get(k, 0)}
-        print(json.dumps({"case": "task (stream starts)", **summary(waits), "waits": [round(w, 3) for w in waits],
-                          "invocations": used}), flush=True)
-        waits, used = steady(stack, steady_seconds)
-        print(json.dumps({"case": "steady (stream starts)", **summary(waits), "invocations": dict(used)}), flush=True)
-    finally:
-        stack.stop()
-    stack = Stack([*BUSY_OVERRIDES, STREAM])
-    try:
-        waits, used = busy(stack)
-        print(json.dumps({"case": "busy (stream starts)", **summary(waits), "invocations": dict(used)}), flush=True)
-        waits = [killed(stack) for _ in range(repeat)]
-        print(json.dumps({"case": "killed (stream starts)", **summary(waits), "waits": [round(w, 2) for w in waits]}),
-              flush=True)
-    finally:
-        stack.stop()
 
 
 def fast(rate: float, seconds: int) -> None:
@@ -420,13 +418,22 @@ def fast(rate: float, seconds: int) -> None:
         stack.stop()
 
 
+def operator_results(stack: Stack, repeat: int) -> dict[str, Any]:
+    before = Counter(stack.invocations)
+    runs = [operator_actions(stack) for _ in range(repeat)]
+    used = {k: v - before.get(k, 0) for k, v in stack.invocations.items() if v - before.get(k, 0)}
+    out: dict[str, Any] = {}
+    for case in ("redrive", "redrive-client", "retry-all", "resume"):
+        waits = [run[case] for run in runs]
+        out[case] = {**summary(waits), "waits": [round(w, 2) for w in waits], "invocations": used}
+        print(json.dumps({"case": case, **out[case]}), flush=True)
+    return out
+
+
 def operator_cases(repeat: int) -> None:
     stack = Stack(OVERRIDES)
     try:
-        runs = [operator_actions(stack) for _ in range(repeat)]
-        for case in ("redrive", "redrive-client", "retry-all", "resume"):
-            waits = [run[case] for run in runs]
-            print(json.dumps({"case": case, **summary(waits), "waits": [round(w, 2) for w in waits]}), flush=True)
+        operator_results(stack, repeat)
     finally:
         stack.stop()
 
@@ -441,25 +448,66 @@ def killed_at_the_limit(repeat: int) -> None:
         stack.stop()
 
 
-def busy_and_killed(repeat: int) -> None:
+def busy_and_killed(repeat: int) -> dict[str, Any]:
     stack = Stack(BUSY_OVERRIDES)
+    out: dict[str, Any] = {}
     try:
+        # One task first: the worker function's first start on a new stack (its imports, the runner's load) took 13 s
+        # at a load average of 15, and every task arriving meanwhile waited for it (then LIFO served the newest first).
+        # The cold start is the one-task case's first figure; this case measures a busy queue.
+        one_task(stack)
         waits, used = busy(stack)
-        print(json.dumps({"case": "busy", **summary(waits), "invocations": dict(used)}), flush=True)
+        out["busy"] = {**summary(waits), "invocations": dict(used)}
+        print(json.dumps({"case": "busy", **out["busy"]}), flush=True)
+        before = Counter(stack.invocations)
         waits = [killed(stack) for _ in range(repeat)]
-        print(json.dumps({"case": "killed", **summary(waits), "waits": [round(w, 2) for w in waits]}), flush=True)
+        used = {k: v - before.get(k, 0) for k, v in stack.invocations.items() if v - before.get(k, 0)}
+        out["killed"] = {**summary(waits), "waits": [round(w, 2) for w in waits], "invocations": used}
+        print(json.dumps({"case": "killed", **out["killed"]}), flush=True)
     finally:
         stack.stop()
+    return out
+
+
+LABELS = {"busy": "busy: 3 tasks/s for 40 s, 0.2-3.0 s each, RunnerCapacity 8 (second stack)",
+          "killed": "a task 3 s after a task killed its worker (second stack)"}
+
+
+def _row(label: str, r: dict[str, Any], note: str = "") -> str:
+    used = ", ".join(f"{k} {v}" for k, v in sorted(r["invocations"].items())) + note
+    return f"| {label} | {r['p50']:.2f} | {r['p95']:.2f} | {r['max']:.2f} | {r['n']} | {used} |"
+
+
+def replace_rows(path: Path, results: dict[str, Any], command: str) -> None:
+    """A later run of some cases (``--busy``) in place of their rows in a written file, said with its date and load."""
+    lines = path.read_text().splitlines()
+    for key, r in results.items():
+        label = LABELS[key]
+        lines = [_row(label, r) if line.startswith(f"| {label} |") else line for line in lines]
+    load = os.getloadavg()
+    fact = (f"- The rows {', '.join(results)}: `bench/pickup_realtime.py {command}`, "
+            f"{dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}, load average {load[0]:.1f} / {load[1]:.1f} / "
+            f"{load[2]:.1f}")
+    last_fact = max(i for i, line in enumerate(lines) if line.startswith("- "))
+    lines.insert(last_fact + 1, fact)
+    path.write_text("\n".join(lines) + "\n")
 
 
 def write(path: Path, results: dict[str, Any], args: argparse.Namespace, wall: float) -> None:
     labels = {"task": "one task on an idle queue (work)", "call": "a call, a fitting agent already available",
-              "agent": "an agent freeing up for a waiting call", "steady": f"1 task/s for {args.steady_seconds} s (work)"}
+              "agent": "an agent freeing up for a waiting call", "steady": f"1 task/s for {args.steady_seconds} s (work)",
+              "redrive": "taskq redrive of a cancelled task (from the command)",
+              "redrive-client": "the client's redrive of a cancelled task",
+              "retry-all": "taskq retry-all of two cancelled tasks (the later claim)",
+              "resume": "taskq resume of a paused queue, a task waiting",
+              **LABELS}
     rows = ["| case | p50 (s) | p95 (s) | max (s) | n | invocations (function: count) |", "|---|---:|---:|---:|---:|---|"]
     for key, label in labels.items():
+        if key not in results:
+            continue
         r = results[key]
-        used = ", ".join(f"{k} {v}" for k, v in sorted(r["invocations"].items()))
-        rows.append(f"| {label} | {r['p50']:.2f} | {r['p95']:.2f} | {r['max']:.2f} | {r['n']} | {used} |")
+        shared = " (the four operator cases together)" if key in ("redrive", "redrive-client", "retry-all", "resume") else ""
+        rows.append(_row(label, r, shared))
     if "delayed" in results:
         r = results["delayed"]
         used = ", ".join(f"{k} {v}" for k, v in sorted(r["invocations"].items()))
@@ -477,7 +525,8 @@ def write(path: Path, results: dict[str, Any], args: argparse.Namespace, wall: f
         f"- Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}; wall time {wall / 60:.1f} min; load average "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) on {os.cpu_count()} cores",
         f"- The stack: `python -m local up --param-overrides {' '.join(OVERRIDES)}` (what `make up` runs; every other "
-        "parameter at its template default), real time.",
+        "parameter at its template default), real time; the busy and killed cases on a second stack with "
+        f"`{' '.join(BUSY_OVERRIDES[len(OVERRIDES):])}` as well.",
         "- A wait: from the task's creation (its `taskCreated`) to the moment it was seen claimed (its item read every "
         f"{POLL_SECONDS * 1000:.0f} ms), or, for an agent freeing up, from the AgentEvents call; steady: from "
         "`taskCreated` to `claimedAt` (written by the claim).",

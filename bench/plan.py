@@ -4,17 +4,12 @@ from __future__ import annotations
 
 RATES = (1.0, 10.0, 100.0)
 SHARDS = (1, 4, 16, 24, 32, 64)
-# The shard-ownership rows (claim lanes own shards, taskqueue.core.lanes.owned_shards) assume producers that send this many
-# tasks per CreateTasks request (each request touches the queue's record once: one item, one partition) and the
-# concurrency sizing below (an assumption for DynamoDB, stated in docs/scaling.md; not measured here).
-TASKS_PER_REQUEST = 100
-# One-task requests with read reuse (taskqueue.core.handshake.READ_REUSE_SECONDS): each producer process reads the
-# queue's record at most once per READ_REUSE_SECONDS while the watcher allows it. The assumption for the model: a
-# process (a web worker, a warm Lambda container) sends 10 requests a second; fewer, and its reads weigh more.
-PRODUCER_PROCESS_REQUESTS_PER_SECOND = 10.0
-CLAIM_SECONDS = 0.010  # one conditional write's latency on DynamoDB (single-digit ms, documented), one claim after another
-SCALE_RUNNER = (100, 1.0)  # a runner holding 100 tasks at once (RunnerCapacity) of 1 s each
 TARGET_RATE = 10_000
+# The figures of this project's last full `make bench` before one way to start work (the producers' handshake, a
+# watcher that lingered, claim lanes): $ per million tasks, held beside this run's.
+REFERENCE_RUN = "make bench of 2026-12-04 21:38 UTC, results in commit 15a755f"
+REFERENCE = {"on-demand@1": 4.77, "on-demand@10": 3.65, "on-demand@100": 3.25, "provisioned@1": 2.13,
+             "provisioned@10": 1.66, "provisioned@100": 1.36}
 
 
 class Plan:

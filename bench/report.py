@@ -24,7 +24,7 @@ from bench.dollars import (
     REGION,
     break_even_utilisation,
 )
-from bench.plan import CLAIM_SECONDS, RATES, SCALE_RUNNER, SHARDS, TARGET_RATE, TASKS_PER_REQUEST, Plan
+from bench.plan import RATES, REFERENCE, REFERENCE_RUN, SHARDS, TARGET_RATE, Plan
 
 
 def spread(runs: list[dict[str, Any]], key: str) -> Spread:
@@ -88,6 +88,9 @@ def build_table(r: dict[str, Any]) -> Table:
         t.add(f"$ per million tasks at {per_s(rate)}", d[f"product@{rate:g}"]["total"], d[f"seed@{rate:g}"]["total"], seed_lifo)
         t.add(f"$ per million tasks at {per_s(rate)}", d[f"product@{rate:g}"]["total"], d[f"sqs@{rate:g}"]["total"],
               "SQS standard + Lambda (no LIFO/priorities/shedding)")
+        if f"on-demand@{rate:g}" in REFERENCE:
+            t.add(f"$ per million tasks at {per_s(rate)}", d[f"product@{rate:g}"]["total"], REFERENCE[f"on-demand@{rate:g}"],
+                  f"this project before one way to start work ({REFERENCE_RUN})")
     utilisation = f"{DEFAULT_UTILISATION:.0%}"
     t.section(f"Dollars per million tasks on provisioned capacity (BillingMode PROVISIONED, steady flow, {utilisation} "
               f"utilisation assumed; break-even against on-demand at {break_even_utilisation()['write']:.0%})")
@@ -97,6 +100,9 @@ def build_table(r: dict[str, Any]) -> Table:
               d[f"product@{rate:g}"]["total"], "this project on-demand")
         t.add(f"$ per million tasks at {per_s(rate)}, provisioned", d[f"product-provisioned@{rate:g}"]["total"],
               d[f"sqs@{rate:g}"]["total"], "SQS standard + Lambda (no LIFO/priorities/shedding)")
+        if f"provisioned@{rate:g}" in REFERENCE:
+            t.add(f"$ per million tasks at {per_s(rate)}, provisioned", d[f"product-provisioned@{rate:g}"]["total"],
+                  REFERENCE[f"provisioned@{rate:g}"], f"this project before one way to start work ({REFERENCE_RUN})")
     if "idle_cost" in r:
         idle_section(t, r["idle_cost"])
     t.section("Lambda invocations per 1,000 tasks (invocation model, template values)")
@@ -172,19 +178,9 @@ def build_table(r: dict[str, Any]) -> Table:
     for shards in SHARDS:
         t.add(f"{shards} shard{'s' if shards > 1 else ''}, runner saturated", sc[f"product@saturated@{shards}"]["rate"], seed_sat,
               "seed: one PENDING index key", 0)
-    t.section(f"Scale model, shards owned by claim lanes ({TASKS_PER_REQUEST} tasks per producer request; target "
-              f"{TARGET_RATE:,} tasks/s)")
     for shards in SHARDS:
-        owned = sc[f"owned@idle@{shards}"]
-        t.add(f"{shards} shard{'s' if shards > 1 else ''}, runner keeping up, owned shards ({owned['workers']} workers)",
-              owned["rate"], sc[f"product@idle@{shards}"]["rate"], "every worker reading every shard", 0)
-    if "owned1@idle@1" in sc:
-        t.section(f"Scale model, shards owned by claim lanes, one task per producer request (stream starts: producers "
-                  f"read nothing, each stream batch reads the queue's record once; target {TARGET_RATE:,} tasks/s)")
-        for shards in SHARDS:
-            owned = sc[f"owned1@idle@{shards}"]
-            t.add(f"{shards} shard{'s' if shards > 1 else ''}, one-task requests ({owned['workers']} workers)",
-                  owned["rate"], TARGET_RATE, "issue 29 target", 0)
+        t.add(f"{shards} shard{'s' if shards > 1 else ''}, runner keeping up", sc[f"product@idle@{shards}"]["rate"],
+              TARGET_RATE, f"target ({TARGET_RATE:,} tasks/s)", 0)
     return t
 
 
@@ -193,7 +189,7 @@ def idle_section(t: Table, ic: dict[str, Any]) -> None:
     od, pr = ic["months"]["on-demand"], ic["months"]["provisioned"]
     t.section("Idle stack, $ per month: no task, template defaults, storage aside (bench/idle_cost.py; free tiers not "
               "applied)")
-    target = f"issue 29 target (at most ${ic['target']:.2f})"
+    target = f"target (at most ${ic['target']:.2f})"
     t.add("on-demand: running (safety net, its reads, logs, traces)", od["running"], ic["target"], target)
     t.add("on-demand: fixed fees (alarms, dashboard, keys, custom metrics)", od["fixed"], float("nan"), "—")
     t.add("on-demand: all", od["total"], ic["target"], target)
@@ -263,15 +259,20 @@ def details(r: dict[str, Any]) -> str:
             out.append(f"| {label} | {design} | {get('write', True):.2f} | {get('write', False):.2f} | "
                        f"{get('read', False):.2f} | {get('read', True):.2f} | {spread(rs, 'requests').median:.2f} |")
     out.append("\n## Invocation model details (medians per 1,000 tasks)\n")
-    out.append("| design @ rate | Trigger: stream / tail call / safety net | ProcessTasks | throttled wake-up attempts | "
-               "wake-ups dropped (whole run) | stream records per task | GB-s |\n|---|---|---:|---:|---:|---:|---:|")
+    out.append("| design @ rate | Trigger: stream / tail call / safety net | ProcessTasks: stream batch / wake-up | "
+               "worker runs ended: empty / budget / limit | named claims / of them refused, per task | throttled wake-up "
+               "attempts | wake-ups dropped (whole run) | GB-s |\n|---|---|---|---|---|---:|---:|---:|")
     for key, runs in r["model"].items():
         n = runs[0]["tasks"]
-        src = {k: statistics.median([x["trigger_sources"].get(k, 0) for x in runs]) * 1000 / n for k in ("stream", "tail-call", "safety-net")}
+        med = lambda field, k, runs=runs: statistics.median([x.get(field, {}).get(k, 0) for x in runs])  # noqa: E731
+        src = {k: med("trigger_sources", k) * 1000 / n for k in ("stream", "tail-call", "safety-net")}
         gb = statistics.median([sum(x["gb_seconds_per_1000"].values()) for x in runs])
         out.append(f"| {key} | {src['stream']:.1f} / {src['tail-call']:.1f} / {src['safety-net']:.1f} | "
-                   f"{spread(runs, 'worker_per_1000').median:.1f} | {spread(runs, 'throttles_per_1000').median:.1f} | "
-                   f"{spread(runs, 'dropped_wakeups').median:.0f} | {spread(runs, 'stream_records_per_task').median:.2f} | {gb:.2f} |")
+                   f"{med('worker_sources_per_1000', 'stream batch'):.1f} / {med('worker_sources_per_1000', 'wake-up'):.1f} | "
+                   f"{med('worker_ends_per_1000', 'empty'):.1f} / {med('worker_ends_per_1000', 'budget'):.1f} / "
+                   f"{med('worker_ends_per_1000', 'limit'):.1f} | {med('claims_per_task', 'named'):.2f} / "
+                   f"{med('claims_per_task', 'refused'):.2f} | {spread(runs, 'throttles_per_1000').median:.1f} | "
+                   f"{spread(runs, 'dropped_wakeups').median:.0f} | {gb:.2f} |")
     out.append("\n## Dollars per million tasks, by service\n")
     out.append(f"Prices ({REGION}, {PRICES_AS_OF}): " + ", ".join(
         f"{k.replace('_', ' ')} ${v * (1 if 'gb_second' in k else 1e6):.{10 if 'gb_second' in k else 3}g}"
@@ -284,13 +285,12 @@ def details(r: dict[str, Any]) -> str:
         out.append("\n## An idle stack's month (bench/idle_cost.py)\n")
         out.append(idle_cost.markdown(r["idle_cost"]))
     out.append("\n## The floor under the dollar targets (bench/cost_floor.py)\n")
-    out.append("Issue 29's targets against the least any design can pay that claims a task within a second at p95 (an "
+    out.append("The targets against the least any design can pay that claims a task within a second at p95 (an "
                "invocation per stream batch or a worker kept running, whichever is cheaper, at 128 MB; a task's 3 "
                "transitions and a sparse index's put and delete), and against the least this architecture can pay ("
                f"{cost_floor.ARCHITECTURE_WRITES_PER_TASK} write units a task, {cost_floor.ARCHITECTURE_READS_PER_BATCH} "
-               "read unit per stream batch, and a stream start claiming its batch or a lingering worker at the template's "
-               "memory, whichever is cheaper); this run's measured dollars. How the bounds are taken: the module's "
-               "docstring.\n")
+               "read unit and 2 slot writes per stream batch, and the least run of the invocation it starts at the template's "
+               "memory); this run's measured dollars. How the bounds are taken: the module's docstring.\n")
     out.append(cost_floor.markdown(cost_floor.measured(r)))
     out.append("\n## Scale model (limiting partition)\n")
     out.append("| design | regime | shards | tasks/s | limited by |\n|---|---|---:|---:|---|")
@@ -332,10 +332,6 @@ def write_results(path: Path, r: dict[str, Any], table: Table, plan: Plan, wall:
         table.markdown(),
         "",
         details(r),
-        "",
-        "## The linger's trade-off at 1 task/s (invocation model; WorkerLingerSeconds, everything else at its default)",
-        "",
-        pickup.linger_markdown(r["model"], pickup.default_linger()),
         "",
         pickup.realtime_section(),
         board_section(),
@@ -381,22 +377,13 @@ def scale_markdown(r: dict[str, Any]) -> str:
     seed_idle, seed_sat = sc["seed@idle@1"], sc["seed@saturated@1"]
     lines.append(f"| seed (1 key, cannot shard) | {seed_idle['rate']:,.0f} | {seed_idle['hottest']} | {seed_sat['rate']:,.0f} | "
                  f"{seed_sat['hottest']} |")
-    capacity, seconds = SCALE_RUNNER
-    lines += ["", f"Shards owned by claim lanes (each lane reads only its shards; {TASKS_PER_REQUEST} tasks per producer "
-              f"request; workers: one claim per {CLAIM_SECONDS * 1000:.0f} ms each, a runner of {capacity} tasks x {seconds:g} s):", "",
-              "| shards | runner keeping up, tasks/s | workers (claim lanes) | limited by | runner saturated, tasks/s | limited by |",
-              "|---:|---:|---:|---|---:|---|"]
-    for shards in SHARDS:
-        idle, sat = sc[f"owned@idle@{shards}"], sc[f"owned@saturated@{shards}"]
-        lines.append(f"| {shards} | {idle['rate']:,.0f} | {idle['workers']} | {idle['hottest']} | {sat['rate']:,.0f} | {sat['hottest']} |")
     return "\n".join(lines)
 
 
 def update_docs(r: dict[str, Any], table: Table, header: str) -> bool:
-    """Put the last full run's table, scale result and linger trade-off into docs/benchmarks.md and
-    docs/scaling.md, between their markers."""
-    parts = (("last-run", f"{header}\n\n{table.markdown()}"), ("scale", scale_markdown(r)),
-             ("linger", pickup.linger_markdown(r["model"], pickup.default_linger())))
+    """Put the last full run's table and scale result into docs/benchmarks.md and docs/scaling.md, between their
+    markers."""
+    parts = (("last-run", f"{header}\n\n{table.markdown()}"), ("scale", scale_markdown(r)))
     written = False
     for path in (ROOT / "docs" / "benchmarks.md", ROOT / "docs" / "scaling.md"):
         if not path.exists():

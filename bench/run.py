@@ -45,24 +45,14 @@ from bench.dollars import (  # noqa: E402
     sqs_lambda,
 )
 from bench.invocation_model import product_model, seed_model, simulate  # noqa: E402
-from bench.plan import (  # noqa: E402
-    CLAIM_SECONDS,
-    PRODUCER_PROCESS_REQUESTS_PER_SECOND,
-    RATES,
-    SCALE_RUNNER,
-    SHARDS,
-    TASKS_PER_REQUEST,
-    Plan,
-)
+from bench.plan import RATES, SHARDS, Plan  # noqa: E402
 from bench.report import build_table, machine, spread, update_docs, write_results  # noqa: E402
 from bench.scale_model import (  # noqa: E402
     control_item_load,
     lease_marked,
     loads_from_partitions,
     max_sustainable_rate,
-    workers_needed,
 )
-from taskqueue.core.record import READ_REUSE_SECONDS  # noqa: E402
 
 PY = sys.executable
 # ---- running the parts ----------------------------------------------------------------------------------
@@ -110,7 +100,7 @@ def invocation_model(plan: Plan) -> dict[str, Any]:
         for model in (product_model(values), seed_model()):
             runs = [simulate(model, rate, plan.model_tasks, seed=seed).summary() for seed in plan.model_seeds]
             out[f"{model.name}@{rate:g}"] = runs
-    # Create -> first claim on an idle queue, and the linger's trade-off at 1 task/s (bench/pickup.py).
+    # Create -> first claim on an idle queue (bench/pickup.py).
     out.update(pickup.model_runs(plan.model_tasks, plan.model_seeds))
     return out
 
@@ -185,28 +175,21 @@ def median_partitions(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def scale_model(partitions: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """The highest sustainable rate per shard count: the product's measured index loads (a look reads every shard's
+    ready partition) and its queue record's reads (one per stream batch's invocation), the seed's single keys."""
     out: dict[str, Any] = {}
-    values = template_values()
-    stream_batch = values.stream_start_batch_size if values.stream_starts else None  # producers read no record then
+    batch = template_values().stream_batch_size
     for label, design_partitions in partitions.items():
         design, regime = label.split("@")
         shardable = design == "product"
         if shardable and regime == "idle":
             design_partitions = lease_marked(design_partitions)
         loads = loads_from_partitions(design_partitions, shardable=shardable)
+        if shardable:
+            loads += control_item_load(batch)
         for shards in (SHARDS if shardable else (1,)):
             rate, hottest = max_sustainable_rate(loads, shards)
             out[f"{design}@{regime}@{shards}"] = {"rate": rate, "hottest": hottest}
-        if shardable:  # shards owned by claim lanes: each shard's reads come from its own lanes' polls
-            for per_request, name, process_rate in ((TASKS_PER_REQUEST, "owned", None), (1, "owned1", None),
-                                                    (1, "owned1-reuse", PRODUCER_PROCESS_REQUESTS_PER_SECOND)):
-                owned = loads_from_partitions(design_partitions, shardable=True, owned_reads=True)
-                owned += control_item_load(per_request, process_rate, READ_REUSE_SECONDS, stream_batch=stream_batch)
-                for shards in SHARDS:
-                    rate, hottest = max_sustainable_rate(owned, shards)
-                    capacity, seconds = SCALE_RUNNER
-                    workers = workers_needed(rate, claim_seconds=CLAIM_SECONDS, runner_capacity=capacity, runner_seconds=seconds)
-                    out[f"{name}@{regime}@{shards}"] = {"rate": rate, "hottest": hottest, "workers": workers}
     return out
 
 
@@ -272,6 +255,8 @@ def main(argv: list[str] | None = None) -> None:
     say("   an idle stack's month (bench/idle_cost.py)")
     r["idle_cost"] = idle_cost_part()
     wall = time.monotonic() - started
+    # The raw figures first: a table that cannot be built leaves them to build it from.
+    Path(args.json).write_text(json.dumps({"plan": plan.describe(), "wall_seconds": wall, **r}, indent=1, default=str))
     table = build_table(r)
     command = ".venv/bin/python bench/run.py" + (" --quick" if args.quick else "")
     write_results(Path(args.out), r, table, plan, wall, command)
@@ -279,7 +264,6 @@ def main(argv: list[str] | None = None) -> None:
         header = (f"Last full run: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}, {wall / 60:.1f} min, "
                   f"{machine()}; engines and counts in bench/results.md.")
         update_docs(r, table, header)
-    Path(args.json).write_text(json.dumps({"plan": plan.describe(), "wall_seconds": wall, **r}, indent=1, default=str))
     print()
     print(table.markdown())
     print()

@@ -118,13 +118,11 @@ def max_sustainable_rate(loads: Iterable[Load], shards: int, *, write_capacity: 
     return low, hottest
 
 
-def loads_from_partitions(partitions: dict[str, float], *, shardable: bool, queue: str = "work",
-                          owned_reads: bool = False) -> list[Load]:
+def loads_from_partitions(partitions: dict[str, float], *, shardable: bool, queue: str = "work") -> list[Load]:
     """The cost meter's per-task units by partition ("write|ReadyIndex|work#0") as simulation loads.
 
     ``shardable`` (the product): a partition of ``queue`` takes its writes from its own shard's tasks and its
-    reads from every poll (every shard), or, with ``owned_reads`` (shards owned by claim lanes,
-    ``taskqueue.core.lanes.owned_shards``), from the polls of its own shard's lanes only (its own shard's tasks); other
+    reads from every look (every shard); other
     queues' partitions (the safety net's reads of queue "calls") are left out. Not shardable (the seed): every
     partition is a single key."""
     loads: list[Load] = []
@@ -134,16 +132,16 @@ def loads_from_partitions(partitions: dict[str, float], *, shardable: bool, queu
             if not partition.startswith(f"{queue}#"):
                 continue
             role = f"{index} {_role(partition, queue)}"
-            loads.append(Load(role, kind, units, OWN_SHARD if kind == "write" or owned_reads else EVERY_SHARD))
+            loads.append(Load(role, kind, units, OWN_SHARD if kind == "write" else EVERY_SHARD))
         else:
             loads.append(Load(f"{index} {partition}", kind, units, SINGLE))
     return loads
 
 
 def lease_marked(partitions: dict[str, float], queue: str = "work") -> dict[str, float]:
-    """Measured partitions (``loads_from_partitions``' input) with the lease mark added: a lone watcher's run (the
-    idle runs: one worker) claims without it (store/unmarked_leases.py), but at scale several workers claim, each
-    with the mark: one more ReadyIndex write a task on the task's ready partition."""
+    """Measured partitions (``loads_from_partitions``' input) with the lease mark added: a run whose tasks end
+    quickly (the idle runs' runner takes no time) claims without it (store/unmarked_leases.py), but at scale tasks run
+    for a while and are marked: one more ReadyIndex write a task on the task's ready partition."""
     return {key: units + (1.0 if key.startswith("write|ReadyIndex|") and _role(key.split("|", 2)[2], queue) == "ready"
                           else 0.0) for key, units in partitions.items()}
 
@@ -158,29 +156,9 @@ def _role(partition: str, queue: str) -> str:
     return parts[0]
 
 
-def control_item_load(tasks_per_request: float, process_requests_per_second: float | None = None,
-                      reuse_seconds: float = 0.5, *, stream_batch: int | None = None) -> list[Load]:
-    """The queue's record (``queue#<name>``, one table item, so one partition whatever QueueShards is). Since issue 29
-    a producer request *reads* it (strongly consistent, 1 read unit: the wake-up handshake) and writes it only when no
-    index-looking watcher is awake or it is stopping, which at a rate that could limit never holds (a worker runs
-    all the time): 1 / tasks-per-request read units per task on one partition, and no producer write. Before issue 29
-    every request touched it (1 / tasks-per-request writes per task). Its other reads and writes (the watcher's
-    polls every 0.5-1.5 s, its renewal every 2.5 s) do not grow with the rate.
-
-    ``process_requests_per_second``: producers reuse a read for ``reuse_seconds`` (the watcher of a fast queue allows
-    it), so a process sending that many requests a second reads the record once per ``reuse_seconds`` at most.
-
-    ``stream_batch`` (stream starts, taskqueue/work/stream_start.py): producers read nothing; each stream batch's
-    invocation reads the record once, and at a rate that could limit every poll fills a batch of that many tasks."""
-    if stream_batch is not None:
-        return [Load("control item queue#work (stream starts' reads)", "read", 1.0 / stream_batch, SINGLE)]
-    reads = 1.0 / tasks_per_request
-    if process_requests_per_second is not None:
-        reads = min(reads, 1.0 / (reuse_seconds * process_requests_per_second * tasks_per_request))
-    return [Load("control item queue#work (producer reads)", "read", reads, SINGLE)]
-
-
-def workers_needed(rate: float, *, claim_seconds: float, runner_capacity: int, runner_seconds: float) -> int:
-    """Concurrent workers (claim lanes) a rate takes: a worker claims one task per conditional write, one after
-    another (``claim_seconds`` each), and holds ``runner_capacity`` tasks of ``runner_seconds`` at once."""
-    return max(1, math.ceil(rate * claim_seconds), math.ceil(rate * runner_seconds / runner_capacity))
+def control_item_load(stream_batch: int) -> list[Load]:
+    """The queue's record (``queue#<name>``, one table item, so one partition whatever QueueShards is): each worker
+    invocation reads it once as it starts (the pause check, strongly consistent: 1 read unit), and at a rate that
+    could limit every stream batch is full (``stream_batch`` tasks a batch, one invocation each); producers do not
+    touch it. Its reads while a run goes on (one every PAUSE_CHECK_SECONDS) do not grow with the rate."""
+    return [Load("control item queue#work (each stream batch's invocation reads it)", "read", 1.0 / stream_batch, SINGLE)]

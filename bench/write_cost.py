@@ -1,7 +1,6 @@
 """What one task costs in DynamoDB writes from creation to SUCCESS, measured on moto.
 
-Runs N tasks through the real CreateTasks and ProcessTasks code paths (the serialized moto server, instant runner,
-claim lanes as the template sets them),
+Runs N tasks through the real CreateTasks and ProcessTasks code paths (the serialized moto server, instant runner),
 counts the write *requests* the store sends by operation (a botocore event hook), and derives the
 *index* writes from the table's stream: for every change of a task item, an index whose key attributes
 appear costs a put, one whose key disappears a delete, one whose key changes both, one whose key
@@ -88,8 +87,7 @@ def _measure(count: int, client, streams) -> None:
                 items_written[model.name] += 1
 
     client.meta.events.register("before-parameter-build.dynamodb.*", count_call)
-    # Claim lanes as the template sets them without reserved concurrency (ProcessTasksClaimLanes, 10): a lone
-    # watcher claims without the lease mark (store/unmarked_leases.py); with one lane it would mark every claim.
+    # One worker run with a runner that takes no time: its claims leave the lease mark off (store/unmarked_leases.py).
     settings = Settings(queue_table_name="bench", page_size=10)
     store = TaskStore(client, settings)
     tasks = new_tasks(parse_create_request({"count": count}, settings), store._clock.now_ms(), settings)

@@ -97,18 +97,15 @@ def test_measured_partitions_become_loads() -> None:
     assert seed == [Load("task-status-created-index PENDING", "write", 2.0, SINGLE)]
 
 
-def test_read_reuse_divides_the_producers_reads_of_the_record_by_what_a_process_sends_in_its_reuse():
+def test_the_queue_record_is_read_once_per_stream_batch_on_one_partition():
     from bench.scale_model import control_item_load
 
-    (every,) = control_item_load(1)
-    (reused,) = control_item_load(1, process_requests_per_second=10, reuse_seconds=0.5)
-    (batched,) = control_item_load(100, process_requests_per_second=10, reuse_seconds=0.5)
-    assert (every.units, reused.units, batched.units) == (1.0, 0.2, 0.002)
-    (slow,) = control_item_load(1, process_requests_per_second=1, reuse_seconds=0.5)
-    assert slow.units == 1.0  # a process reading less often than its reuse allows reads once per request
+    (full,) = control_item_load(100)
+    (single,) = control_item_load(1)
+    assert (full.units, full.kind, full.spread, single.units) == (0.01, "read", SINGLE, 1.0)
 
 
-def test_the_scale_model_adds_the_lease_mark_a_lone_watchers_run_left_off() -> None:
+def test_the_scale_model_adds_the_lease_mark_a_quick_run_left_off() -> None:
     measured = {"write|ReadyIndex|work#0": 2.0, "write|ReadyIndex|work#0#delayed": 0.5, "read|ReadyIndex|work#0": 0.2}
     assert lease_marked(measured) == {**measured, "write|ReadyIndex|work#0": 3.0}
     # One write unit a task more on the ready partition: a shard of 1,000 write units/s sustains 333 tasks/s, not 500.
