@@ -74,14 +74,6 @@ def test_tasks_of_a_request_are_found_by_their_derived_ids(store, clock):
     assert store.tasks_of_request("nobody") == []
 
 
-def test_claim_lanes_held_counts_live_leases(store, clock):
-    assert store.claim_lanes_held("work") == 0
-    lane = store.take_lane("work", "w1", clock.now_ms() + 5_000)
-    assert lane is not None and store.claim_lanes_held("work") == 1
-    clock.advance(6)
-    assert store.claim_lanes_held("work") == 0
-
-
 def test_the_board_reads_the_function_log_the_local_stack_writes():
     from local.engine.stack import FUNCTION_LOG
     from taskq.board.services import LOCAL_FUNCTION_LOG

@@ -4,8 +4,7 @@ created as a stack in moto's CloudFormation, with the production defaults and wi
 What it shows: the stack creates; no function reserves concurrency unless asked, so an account whose quota is 10
 concurrent executions (a new account) can create it, while the reservations the seed's defaults made are refused
 there with Lambda's own message; the schedule is off; the tables are protected and outlive the stack; the workers'
-stream mappings start at the stream's end (LATEST: what was written before they exist is the safety net's) and never
-drop a record for its age; the workers' environment still gives the running limit; no task runner is set, so ProcessTasks, run with the deployed environment, claims nothing and says so.
+stream mappings start at the oldest record kept (TRIM_HORIZON: nothing written before they exist is skipped); the workers' environment still gives the running limit; no task runner is set, so ProcessTasks, run with the deployed environment, claims nothing and says so.
 
 moto's CloudFormation has no AWS::CloudWatch::Alarm: the alarms are left out of the rehearsal (a reference to one
 becomes a placeholder string); cfn-lint, `sam validate --lint` and tests/unit/test_observability_template.py check
@@ -167,7 +166,7 @@ def test_the_schedule_is_off_and_the_stream_mappings_skip_no_record(rehearse):
     assert json.loads(target["Input"]) == {"queue": "work", "count": 1, "priority": 0, "ttlSeconds": 3600, "payload": {}}
     mappings = [m for function in ("ProcessTasksFunction", "MatcherFunction") for m in boto3.client(
         "lambda").list_event_source_mappings(FunctionName=stack.physical[function])["EventSourceMappings"]]
-    assert len(mappings) == 3 and {m.get("StartingPosition") for m in mappings} == {"LATEST"}
+    assert len(mappings) == 3 and {m.get("StartingPosition") for m in mappings} == {"TRIM_HORIZON"}
     assert not boto3.client("lambda").list_event_source_mappings(
         FunctionName=stack.physical["TriggerFunction"])["EventSourceMappings"]
 

@@ -1,4 +1,8 @@
-"""Tasks as typed values, the mapping to and from DynamoDB items, and the rules for new tasks."""
+"""Tasks as typed values, the mapping to and from DynamoDB items, and the rules for new tasks.
+
+Past 400 lines on purpose: ``Task``, its item mapping and ``TaskRequest`` name every stored attribute (a workflow's
+and a trace's too) in one place, so a new attribute is added to the value, the item and the input together.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,9 @@ from taskqueue.core.errors import InvalidField, InvalidTaskInput, ResultTooLarge
 from taskqueue.core.run_time import LAMBDA_MAX_TIMEOUT_SECONDS, MIN_RUN_SECONDS, too_long_message
 from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus
+from taskqueue.core.trace_context import TraceContext
 from taskqueue.core.workflow_rules import Dependency
 from taskqueue.core.workflow_spec import WorkflowSpec
-from taskqueue.core.trace_context import TraceContext
 
 MAX_TASKS_PER_REQUEST = 1000
 # DynamoDB refuses an item over 400 KB: a task's payload and its runner's result share that budget.
