@@ -60,11 +60,9 @@ def test_a_replay_prints_the_schedules_trace() -> None:
     assert outcome.tasks > 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "TaskStore.release writes the task, then the queue's delayed head; when that second write is throttled past the "
-    "SDK's retries, Outcomes.record retries the whole release, whose condition (owner, TAKEN) the same invocation's "
-    "new claim of the task meets: the task goes back to PENDING while its new attempt runs, and runs twice at once"))
 def test_a_release_retried_after_its_delayed_head_write_was_throttled_undoes_no_new_claim() -> None:
+    """Before, a refused announcement of the delayed head failed the release, whose retry met the same invocation's
+    new claim of the task (owner, TAKEN): the task went back to PENDING while its new attempt ran, and ran twice."""
     plan = replace(draw_plan(98), producers=2, requests=5, minutes=2.8551823743724927)  # the plan that found it
     outcome = run_schedule(plan)
     assert [str(v) for v in outcome.violations if v.invariant == "run-twice"] == []

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from aws_lambda_powertools import Logger
+
 from taskqueue.core import fairness, keys
-from taskqueue.core.errors import InvalidTaskInput, TaskNotFound, TaskTooLong
+from taskqueue.core.errors import InvalidTaskInput, TaskNotFound, TaskQueueError, TaskTooLong
 from taskqueue.core.model import Task, encode_json, from_item
 from taskqueue.core.run_time import effective_run_seconds
 from taskqueue.core.states import TaskStatus
@@ -16,6 +18,8 @@ from taskqueue.store.dynamo import ConditionLost
 from taskqueue.store.finding import WorkFinding
 from taskqueue.store.table import _BATCH_GET_LIMIT, READY_INDEX, AttributeValue, Candidate, is_claimable
 from taskqueue.store.unmarked_leases import LEASE_MARK_AFTER_SECONDS
+
+logger = Logger(child=True)
 
 # What a runner reported of an attempt (taskqueue.work.progress); a claim removes them, so each attempt starts afresh.
 PROGRESS_ATTRIBUTES = ("progress", "progressMessage", "progressUpdated")
@@ -261,7 +265,13 @@ class WorkerTransitions(WorkFinding):
         remove = ("statusKey", "statusSort") if "notBefore" in set_ else ("statusKey", "statusSort", "notBefore")
         released = self._owned_transition(task, owner, TaskStatus.PENDING, now_ms, set_, remove)
         if released and not_before_ms is not None:
-            self.note_delayed_tasks([(task.queue, not_before_ms)], now_ms)
+            # The task is released: a refused announcement must not fail the release, whose retry could undo a new
+            # claim of the task by the same owner. The safety net lowers a head nobody announced.
+            try:
+                self.note_delayed_tasks([(task.queue, not_before_ms)], now_ms)
+            except TaskQueueError as exc:
+                logger.warning("released task's delayed head not announced; the safety net repairs it",
+                               extra={"task_id": task.task_id, "error": str(exc)})
         return released
 
     def completion_update(

@@ -70,6 +70,7 @@ class FairShare:
         self._on_error = on_error
         self._after: dict[int, str] = {}
         self._held_until: dict[str, int] = {}  # group -> epoch ms until which looks pass it over
+        self._looked_ms = 0  # when the last look began (turn): a hold that lapsed since needs a look of its own
         self._limits: dict[str, tuple[float, GroupLimits]] = {}  # group -> (read at, monotonic; its limits)
         self._lock = threading.RLock()
         self._slots: dict[tuple[str, int], Token] = {}  # (group, index) -> the slot as taken
@@ -89,6 +90,7 @@ class FairShare:
         now_ms = self._clock.now_ms()
         with self._lock:
             self._held_until = {g: until for g, until in self._held_until.items() if until > now_ms}
+            self._looked_ms = now_ms
             return FairTurn(after=dict(self._after), held_back=frozenset(self._held_until), groups=self.groups)
 
     def prepare(self, candidates: Sequence[Candidate]) -> None:
@@ -139,12 +141,20 @@ class FairShare:
         return True if slot is None else slot
 
     def held_back_for(self) -> float | None:
-        """Seconds until the first held-back group may be claimed from again (``None``: none is held back): a run
-        with nothing else to claim waits for it rather than taking the queue for drained."""
+        """Seconds until the first held-back group may be claimed from again (``None``: none is held back; 0: a hold
+        lapsed since the last look, which has not seen that group's tasks yet): a run with nothing else to claim waits
+        for it rather than taking the queue for drained."""
         now_ms = self._clock.now_ms()
         with self._lock:
-            until = min((u for u in self._held_until.values() if u > now_ms), default=None)
-        return None if until is None else (until - now_ms) / 1000
+            until = min((u for u in self._held_until.values() if u > self._looked_ms), default=None)
+        return None if until is None else max(0, until - now_ms) / 1000
+
+    def next_hold_end_ms(self) -> int | None:
+        """When the first group held back now (a pause with an end, a limit) may be claimed from again: a run that
+        stops before it has the queue woken then."""
+        now_ms = self._clock.now_ms()
+        with self._lock:
+            return min((u for u in self._held_until.values() if u > now_ms), default=None)
 
     def claimed(self, candidate: Candidate) -> None:
         """The next look starts after this task's group on its shard's ring; the task's time counts as its group's use."""

@@ -45,12 +45,15 @@ class RecordView:
         return record
 
     def paused_now(self) -> bool:
-        """Is the queue paused? The record is read at most every PAUSE_CHECK_SECONDS; unknown counts as not paused."""
+        """Is the queue paused? The record is read at most every PAUSE_CHECK_SECONDS. A read DynamoDB refuses for now
+        counts as paused: the queue may have been paused since the last read, and a paused queue claims nothing (the
+        run stops claiming; the safety net wakes the queue again)."""
         if self._clock.monotonic() >= self._next_pause_check:
             try:
                 self.read()
             except TaskQueueError as exc:
                 self._next_pause_check = self._clock.monotonic() + PAUSE_CHECK_SECONDS
-                if not self._refused("reading whether the queue is paused", exc, "claiming as usual"):
+                if not self._refused("reading whether the queue is paused", exc, "claiming nothing for now"):
                     raise
+                return True
         return self.record is not None and self.record.paused

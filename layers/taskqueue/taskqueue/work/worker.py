@@ -137,7 +137,7 @@ class _Run:
 
         self.record = RecordView(self.store, queue, self.clock, tally.refused_for_now)
         self.delayed = DelayedView(self.store, self.record, self.clock)
-        self.slots = HeldSlots(self.store, queue, w._owner, until_ms, lambda: tally.add("errors"))
+        self.slots = HeldSlots(self.store, queue, w._owner, until_ms, lambda: tally.add("errors"), self.clock)
         self.fair = FairShare(self.store, queue, w._owner, self.clock, w._rng, lambda: tally.add("errors"),
                               self.record, until_ms)
         self.outcomes = Outcomes(self.store, w._runner, w._owner, self.clock, w._rng,
@@ -368,7 +368,9 @@ class _Run:
         report.recovered += sum(recovered.values())
         report.failed += recovered.get(TaskStatus.FAILURE.value, 0)
         if self.w._stopped is not None and report.stopped_by != "paused" and not report.work_remains:
-            self.w._stopped(self.queue, self.delayed.next_due_ms(), self.record.record)
+            # Woken at the delayed head, or as a held-back group (a timed pause, a limit) may be claimed from again.
+            wake_ms = _earliest(self.delayed.next_due_ms(), self.fair.next_hold_end_ms())
+            self.w._stopped(self.queue, None if wake_ms is None else int(wake_ms), self.record.record)
 
     def work_left(self) -> bool:
         if self.left_for_fresh:  # a fresh invocation has the time these need
