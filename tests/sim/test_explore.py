@@ -21,11 +21,9 @@ JOBS = 2
 # docs/simulation.md, "What it found"). They are the product's, not the harness's: the test stays xfail (strict: it
 # fails as soon as none is left) until they are fixed.
 FINDINGS = (
-    "21 of 1,000 schedules: a grouped task held back at its group's limit waits for the safety net when its worker "
-    "ends 'empty' as the hold lapses (seeds 9, 451, 956); a group paused until a time wakes nobody when the pause ends "
-    "(seeds 25, 44, 55, 72, 724, 871, 997); a pause read refused by throttling counts as 'not paused' and the "
-    "worker claims from a paused queue (seed 331); a worker at its budget keeps a freed running-limit slot while it "
-    "drains and tail-calls only after (seed 447)"
+    "15 of 1,000 schedules, all claim-bound violations of grouped tasks: a group paused until a time, or held back at "
+    "its limit, has its ready tasks claimed later than 1 s after the pause or hold ends (seeds 25, 44, 55, 72, 174, "
+    "228, 537, 677, 724, 798, 818, 837, 871, 991, 997)"
 )
 
 
