@@ -15,6 +15,9 @@ from taskqueue.store import TaskStore
 # record (half a read unit, eventually consistent). A run's first check is strongly consistent: a worker started after
 # a pause never claims.
 PAUSE_CHECK_SECONDS = 1.0
+# A refused pause read is tried this many times in all, after pauses doubling from this, before it counts as paused.
+PAUSE_READ_ATTEMPTS = 3
+PAUSE_READ_PAUSE_SECONDS = 0.1
 
 # refused(what, error, then) -> True when the error was passing and is handled (logged, counted); else False.
 Refused = Callable[[str, Exception, str], bool]
@@ -46,14 +49,16 @@ class RecordView:
 
     def paused_now(self) -> bool:
         """Is the queue paused? The record is read at most every PAUSE_CHECK_SECONDS. A read DynamoDB refuses for now
-        counts as paused: the queue may have been paused since the last read, and a paused queue claims nothing (the
-        run stops claiming; the safety net wakes the queue again)."""
-        if self._clock.monotonic() >= self._next_pause_check:
+        is tried again after a short pause; one still refused counts as paused: the queue may have been paused since
+        the last read, and a paused queue claims nothing (the run stops claiming; the safety net wakes the queue)."""
+        if self._clock.monotonic() < self._next_pause_check:
+            return self.record is not None and self.record.paused
+        for attempt in range(PAUSE_READ_ATTEMPTS):
             try:
-                self.read()
+                return self.read().paused
             except TaskQueueError as exc:
-                self._next_pause_check = self._clock.monotonic() + PAUSE_CHECK_SECONDS
-                if not self._refused("reading whether the queue is paused", exc, "claiming nothing for now"):
+                if not self._refused("reading whether the queue is paused", exc, "reading it again"):
                     raise
-                return True
-        return self.record is not None and self.record.paused
+                self._clock.sleep(PAUSE_READ_PAUSE_SECONDS * 2 ** attempt)
+        self._next_pause_check = self._clock.monotonic() + PAUSE_CHECK_SECONDS
+        return True
