@@ -92,3 +92,16 @@ def test_slots_taken_before_a_refused_slot_write_are_given_back(store, clock):
     with pytest.raises(TaskQueueError):
         limited.acquire_slots("work", "w", 3, clock.now_ms() + 60_000)
     assert limited.control("work").slots_held == 0  # the first slot was freed, not left held for a lease
+
+
+def test_slots_guessed_before_a_refused_guess_are_given_back(store, clock):
+    # A worker started for a stream batch guesses slots before reading them; a guess refused past the SDK's retries
+    # must not leave the guesses before it held, unused, until the invocation's end.
+    from tests.faults import FaultyClient
+
+    faulty = FaultyClient(store._db)
+    limited = TaskStore(faulty, dataclasses.replace(store.settings, running_limit=3), clock)
+    faulty.fail("update_item", "", "ThrottlingException")  # the first guess goes through, the second is refused
+    with pytest.raises(TaskQueueError):
+        limited.acquire_slots("work", "w", 3, clock.now_ms() + 60_000, guess=True)
+    assert limited.control("work").slots_held == 0

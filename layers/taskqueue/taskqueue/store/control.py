@@ -59,6 +59,8 @@ def token_id(kind: str, queue: str, index: int) -> str:
 
 # A resume's mark is kept this long (DynamoDB's TTL deletes it later still): long enough for the stream to carry it.
 RESUME_MARK_SECONDS = 3600
+# A slot taken for nothing (a request refused midway) is freed with this many tries before it is left to lapse.
+GIVE_BACK_ATTEMPTS = 3
 RESUME_MARK = "resume"
 
 
@@ -145,10 +147,14 @@ class QueueControls(QueueTable):
         guessed: list[Token] = []
         if guess:
             now_ms = self._clock.now_ms()
-            for index in rng.sample(range(limit), min(wanted, limit)):
-                token = Token(SLOT, queue, index, owner, until_ms)
-                if self._take_lease(token, now_ms):
-                    guessed.append(token)
+            try:
+                for index in rng.sample(range(limit), min(wanted, limit)):
+                    token = Token(SLOT, queue, index, owner, until_ms)
+                    if self._take_lease(token, now_ms):
+                        guessed.append(token)
+            except TaskQueueError:  # refused midway: the guesses taken would stay held, unused, until the end
+                self._give_back(guessed)
+                raise
             if len(guessed) == wanted:
                 return guessed
         try:
@@ -223,10 +229,13 @@ class QueueControls(QueueTable):
 
     def _give_back(self, tokens: list[Token]) -> None:
         for token in tokens:
-            try:
-                self.free_token(token)
-            except TaskQueueError:
-                pass  # it lapses with its lease
+            for attempt in range(GIVE_BACK_ATTEMPTS):
+                try:
+                    self.free_token(token)
+                    break
+                except TaskQueueError:  # tried again: else it stays held, unused, until the invocation's end
+                    if attempt + 1 < GIVE_BACK_ATTEMPTS:
+                        self._clock.sleep(0.05 * (attempt + 1))
 
     def _token_expiries(self, kind: str, queue: str, count: int, *, consistent: bool = True) -> dict[int, int]:
         """Lease expiry (epoch ms) of every held slot of a kind; a slot never taken or freed is absent."""
