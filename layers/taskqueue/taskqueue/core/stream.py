@@ -9,5 +9,5 @@ TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 
 
 def is_ttl_delete(event_name: str, user_identity: Mapping[str, Any] | None) -> bool:
-    identity = user_identity or {}
+    identity = user_identity if isinstance(user_identity, Mapping) else {}  # a malformed record's: no TTL deletion
     return event_name == "REMOVE" and identity.get("type") == "Service" and identity.get("principalId") == TTL_PRINCIPAL

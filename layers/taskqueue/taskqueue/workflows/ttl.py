@@ -19,7 +19,8 @@ def after_ttl_removals(store: TaskStore, records: Iterable[Any]) -> int:
     for record in records:
         if not isinstance(record, dict) or not is_ttl_delete(str(record.get("eventName", "")), record.get("userIdentity")):
             continue
-        image = (record.get("dynamodb") or {}).get("OldImage") or {}
+        change = record.get("dynamodb")
+        image = change.get("OldImage") if isinstance(change, dict) else None  # a malformed record names no task
         if isinstance(image, dict) and "wfOut" in image:
             readied += store.fan_out_removed(image)
     return readied
