@@ -3,6 +3,7 @@
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -73,6 +74,16 @@ def test_a_record_that_is_no_task_is_skipped_and_said_why_not_raised():
     batch = read_batch([{"eventName": "INSERT", "dynamodb": {"NewImage": {}}}, "not a record",
                         record("INSERT", task_image(task_id="t2"))], SERVED)
     assert len(batch.malformed) == 2 and [c.task_id for c in batch.named["work"]] == ["t2"]
+
+
+@pytest.mark.parametrize("field, value", [("taskId", {"S": None}), ("taskId", {"S": "t9"}), ("readySort", {"S": 7}),
+                                          ("readyKey", {"S": None}), ("ttl", {"N": None})])
+def test_a_task_image_with_a_field_of_the_wrong_type_or_another_key_is_skipped_not_named(field, value):
+    bad = record("INSERT", task_image())  # keyed t1
+    bad["dynamodb"]["NewImage"][field] = value
+    batch = read_batch([bad, record("INSERT", task_image(task_id="t2"))], SERVED)
+    assert len(batch.malformed) == 1 and field in batch.malformed[0]
+    assert [c.task_id for c in batch.named["work"]] == ["t2"]
 
 
 @given(st.lists(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),

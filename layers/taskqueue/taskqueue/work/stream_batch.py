@@ -73,6 +73,8 @@ def _read_record(record: Mapping[str, Any], served: Collection[str], batch: Stre
                 batch.shed[queue] += 1
         return
     task_id = ddb["Keys"]["taskId"]["S"]
+    if not isinstance(task_id, str):
+        raise ValueError(f"Keys.taskId is {task_id!r}, not a string")
     if task_id.startswith(CONTROL_PREFIX):  # a control item: a resume's mark (queue or group) starts the worker
         queue = resumed_queue(task_id)
         if name == "INSERT" and queue in served:
@@ -84,12 +86,30 @@ def _read_record(record: Mapping[str, Any], served: Collection[str], batch: Stre
     if queue not in served:
         return
     batch.run(queue)
-    partition = new["readyKey"]["S"]
+    partition = _text(new, "readyKey")
     if "notBefore" in new or is_delayed_partition(partition):
         return  # due later: the run schedules the queue's wake-up at its delayed head
-    shard = int(new["shard"]["N"]) if "shard" in new else int(partition.split("#")[1])
+    if _text(new, "taskId") != task_id:
+        raise ValueError(f"NewImage.taskId {new['taskId']['S']!r} is not the record's key {task_id!r}")
+    _text(new, "readySort")
+    _number(new, "ttl")
+    shard = _number(new, "shard") if "shard" in new else int(partition.split("#")[1])
     batch.named.setdefault(queue, []).append(candidate_of(new, queue, shard))
     batch.first.setdefault(queue, (new.get("requestId", {}).get("S"), task_id))
+
+
+def _text(image: Mapping[str, Any], field: str) -> str:
+    value = image[field]["S"]
+    if not isinstance(value, str):
+        raise ValueError(f"NewImage.{field} is {value!r}, not a string")
+    return value
+
+
+def _number(image: Mapping[str, Any], field: str) -> int:
+    value = image[field]["N"]
+    if not isinstance(value, str) or not value.lstrip("-").isdigit():
+        raise ValueError(f"NewImage.{field} is {value!r}, not a whole number")
+    return int(value)
 
 
 def _status(image: Mapping[str, Any]) -> str | None:
