@@ -322,6 +322,24 @@ def test_a_paused_groups_due_retry_does_not_keep_a_worker_looking_and_a_resume_b
     assert claimed == [task_id]
 
 
+def test_a_run_that_only_passed_a_paused_group_over_on_the_ring_has_the_queue_woken_at_the_pauses_end(store, clock):
+    # The run that saw the task admitted it first and had the wake-up scheduled; a later run's schedule (another
+    # group's shorter pause) replaced it. A run whose look passes the paused group over on the ring, never offered
+    # its task, must still ask for the wake-up at the pause's end: nothing else wakes the queue then.
+    create(store, clock.now_ms(), 1, group="blue")
+    pause_end = clock.now_ms() + 20_000
+    store.set_group_settings("work", "blue", paused_until_ms=pause_end)  # the ring's entry carries the pause
+    (green,) = create(store, clock.now_ms(), 1, group="green")
+    store.set_group_settings("work", "green", paused_until_ms=clock.now_ms() + 8_000)
+    clock.advance(9)  # green's pause is over (its wake-up fired): this run serves green, and passes blue over
+    told: list[int | None] = []
+    ran: list[str] = []
+    report = Worker(store, lambda task: ran.append(task.task_id), capacity=1, owner="w", clock=clock,
+                    stopped=lambda queue, wake_ms, record: told.append(wake_ms)).run("work", 10)
+    assert ran == [green] and report.stopped_by == "empty"
+    assert told == [pause_end]
+
+
 def test_a_group_rate_limit_allows_n_claims_per_window_and_the_rest_wait(store, clock):
     limited = with_settings(store, group_rate=(3, 10.0))
     create(limited, clock.now_ms(), 10, group="metered")

@@ -17,18 +17,8 @@ from tests.support import ROOT
 SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "1000"))
 JOBS = 2
 
-# What the schedules of seeds 1-1000 find on this code (python -m sim.explore --replay SEED prints a seed's trace;
-# docs/simulation.md, "What it found"). They are the product's, not the harness's: the test stays xfail (strict: it
-# fails as soon as none is left) until they are fixed.
-FINDINGS = (
-    "15 of 1,000 schedules, all claim-bound violations of grouped tasks: a group paused until a time, or held back at "
-    "its limit, has its ready tasks claimed later than 1 s after the pause or hold ends (seeds 25, 44, 55, 72, 174, "
-    "228, 537, 677, 724, 798, 818, 837, 871, 991, 997)"
-)
-
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=f"the product breaks invariants the simulation checks: {FINDINGS}")
 def test_a_thousand_schedules_break_no_invariant() -> None:
     command = [sys.executable, "-m", "sim.explore", "--schedules", str(SCHEDULES), "--seed", "1", "--jobs", str(JOBS)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1800,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,7 +190,13 @@ class WorkFinding(GroupRing):
         held_back = frozenset() if fair is None else fair.held_back
 
         def servable_now(entry: RingEntry) -> bool:
-            return entry.group not in held_back and (entry.paused_until_ms is None or entry.paused_until_ms <= now_ms)
+            if entry.group in held_back:
+                return False
+            if entry.paused_until_ms is None or entry.paused_until_ms <= now_ms:
+                return True
+            if fair is not None and fair.on_paused is not None:  # never offered, so never admitted: say when it may be
+                fair.on_paused(entry.group, entry.paused_until_ms)
+            return False
 
         servable: list[RingEntry | None] = []
         wrapped_at: int | None = None
@@ -396,3 +402,6 @@ class FairTurn:
     held_back: frozenset[str] = frozenset()
     # False: the queue's record says no group was ever put on its ring (``hasGroups``): the look reads no ring.
     groups: bool = True
+    # Told (group, pause end in epoch ms) of each paused group the look passes over on the ring: its tasks are never
+    # offered, so the worker learns this way when to have the queue woken for them.
+    on_paused: Callable[[str, int], None] | None = field(default=None, compare=False)

@@ -91,7 +91,8 @@ class FairShare:
         with self._lock:
             self._held_until = {g: until for g, until in self._held_until.items() if until > now_ms}
             self._looked_ms = now_ms
-            return FairTurn(after=dict(self._after), held_back=frozenset(self._held_until), groups=self.groups)
+            return FairTurn(after=dict(self._after), held_back=frozenset(self._held_until), groups=self.groups,
+                            on_paused=self._hold)
 
     def prepare(self, candidates: Sequence[Candidate]) -> None:
         """Read the settings of the groups among ``candidates`` that this run has not read lately (one request)."""
