@@ -59,8 +59,10 @@ def token_id(kind: str, queue: str, index: int) -> str:
 
 # A resume's mark is kept this long (DynamoDB's TTL deletes it later still): long enough for the stream to carry it.
 RESUME_MARK_SECONDS = 3600
-# A slot taken for nothing (a request refused midway) is freed with this many tries before it is left to lapse.
-GIVE_BACK_ATTEMPTS = 3
+# A slot whose free DynamoDB refuses (throttling past the SDK's retries) would stay held, unused, until its lease ends,
+# minutes away: the free is tried this many times, after short pauses, before it is left to lapse.
+FREE_ATTEMPTS = 3
+FREE_PAUSE_SECONDS = 0.05
 RESUME_MARK = "resume"
 
 
@@ -166,8 +168,16 @@ class QueueControls(QueueTable):
         return guessed + taken
 
     def free_token(self, token: Token) -> bool:
-        """Give a slot back; ``False`` if it was not ours any more."""
-        return self._token_write(token, "REMOVE #o, #e", "#o = :owner AND #e = :held", {":held": token.expires_ms})
+        """Give a slot back; ``False`` if it was not ours any more. A refused write is tried again (FREE_ATTEMPTS); the
+        last refusal is raised."""
+        for attempt in range(1, FREE_ATTEMPTS + 1):
+            try:
+                return self._token_write(token, "REMOVE #o, #e", "#o = :owner AND #e = :held", {":held": token.expires_ms})
+            except TaskQueueError:
+                if attempt == FREE_ATTEMPTS:
+                    raise
+                self._clock.sleep(FREE_PAUSE_SECONDS * attempt)
+        raise AssertionError("unreachable")
 
     def _take_lease(self, token: Token, now_ms: int) -> bool:
         """Lease ``token`` to its owner if it is free (never taken, freed, or lapsed)."""
@@ -229,13 +239,10 @@ class QueueControls(QueueTable):
 
     def _give_back(self, tokens: list[Token]) -> None:
         for token in tokens:
-            for attempt in range(GIVE_BACK_ATTEMPTS):
-                try:
-                    self.free_token(token)
-                    break
-                except TaskQueueError:  # tried again: else it stays held, unused, until the invocation's end
-                    if attempt + 1 < GIVE_BACK_ATTEMPTS:
-                        self._clock.sleep(0.05 * (attempt + 1))
+            try:
+                self.free_token(token)
+            except TaskQueueError:  # refused every try: it lapses with its lease
+                pass
 
     def _token_expiries(self, kind: str, queue: str, count: int, *, consistent: bool = True) -> dict[int, int]:
         """Lease expiry (epoch ms) of every held slot of a kind; a slot never taken or freed is absent."""

@@ -10,25 +10,16 @@ from collections.abc import Callable
 
 from aws_lambda_powertools import Logger
 
-from taskqueue.core.clock import Clock, SystemClock
 from taskqueue.core.errors import TaskQueueError
 from taskqueue.store import TaskStore, Token
 
 logger = Logger(child=True)
 
-# A slot whose free DynamoDB refuses (throttling past the SDK's retries) stays held until the invocation's end, which
-# may be minutes away: try a few more times, after short pauses, before leaving it to lapse.
-FREE_ATTEMPTS = 3
-FREE_PAUSE_SECONDS = 0.1
-
-
 class HeldSlots:
     """``on_error()``: a slot could not be given back (it lapses at its lease's end); the run counts it."""
 
-    def __init__(self, store: TaskStore, queue: str, owner: str, until_ms: int, on_error: Callable[[], None],
-                 clock: Clock | None = None) -> None:
+    def __init__(self, store: TaskStore, queue: str, owner: str, until_ms: int, on_error: Callable[[], None]) -> None:
         self._store = store
-        self._clock = clock or SystemClock()
         self._queue = queue
         self._owner = owner
         self._until_ms = until_ms
@@ -74,14 +65,8 @@ class HeldSlots:
             self._free(slot)
 
     def _free(self, slot: Token) -> None:
-        for attempt in range(1, FREE_ATTEMPTS + 1):
-            try:
-                self._store.free_token(slot)
-                return
-            except TaskQueueError as exc:
-                if attempt == FREE_ATTEMPTS:
-                    self._on_error()
-                    logger.warning("could not free a running-limit slot; it lapses with its lease",
-                                   extra={"error": str(exc)})
-                    return
-                self._clock.sleep(FREE_PAUSE_SECONDS * attempt)
+        try:
+            self._store.free_token(slot)  # tried a few times by the store
+        except TaskQueueError as exc:
+            self._on_error()
+            logger.warning("could not free a running-limit slot; it lapses with its lease", extra={"error": str(exc)})

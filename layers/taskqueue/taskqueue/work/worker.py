@@ -137,7 +137,7 @@ class _Run:
 
         self.record = RecordView(self.store, queue, self.clock, tally.refused_for_now)
         self.delayed = DelayedView(self.store, self.record, self.clock)
-        self.slots = HeldSlots(self.store, queue, w._owner, until_ms, lambda: tally.add("errors"), self.clock)
+        self.slots = HeldSlots(self.store, queue, w._owner, until_ms, lambda: tally.add("errors"))
         self.fair = FairShare(self.store, queue, w._owner, self.clock, w._rng, lambda: tally.add("errors"),
                               self.record, until_ms)
         self.outcomes = Outcomes(self.store, w._runner, w._owner, self.clock, w._rng,
