@@ -44,25 +44,20 @@ import datetime as dt
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "taskqueue")]
 
 from bench.common import percentile  # noqa: E402
+from bench.local_stack import LocalStack  # noqa: E402
 
 OVERRIDES = ["CreateTasksScheduleState=DISABLED", "FakeRunnerDurationSeconds=1"]
 INVOCATION_LINE = re.compile(r"^\d\d:\d\d:\d\d (\w+) \((\w+)\) ")
@@ -74,49 +69,22 @@ QUIET_SECONDS = 1.0
 RUNNING = "TAKEN"
 
 
-class Stack:
-    """`python -m local up` in a child process, and clients of its endpoint."""
+class Stack(LocalStack):
+    """The local stack, counting the invocations it prints."""
 
     def __init__(self, overrides: list[str]) -> None:
-        self.port = _free_port()
-        self.discovery = Path(tempfile.mkdtemp(prefix="pickup-")) / "stack.json"
-        command = [sys.executable, "-m", "local", "up", "--port", str(self.port), "--discovery", str(self.discovery),
-                   "--param-overrides", *overrides]
-        self.proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.invocations: Counter[str] = Counter()
         self.sources: Counter[str] = Counter()  # "<function> (<source>)"
         self.last_line: dict[str, float] = {}  # function -> time.monotonic() its last invocation line was read
         self.tracked: dict[str, set[str]] = {}  # queue -> tasks this command made that were not seen finished yet
-        self._ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
-        if not self._ready.wait(180):
-            self.stop()
-            raise RuntimeError("the local stack did not come up within 3 minutes")
-        record = json.loads(self.discovery.read_text())
-        self.outputs = record["outputs"]
-        kw = {"endpoint_url": record["endpoint_url"], "region_name": record["region"], "aws_access_key_id": "x",
-              "aws_secret_access_key": "x", "config": Config(retries={"mode": "standard", "max_attempts": 6})}
-        self.ddb = boto3.client("dynamodb", **kw)
-        self.lam = boto3.client("lambda", **kw)
-        self.table = self.outputs["QueueTableName"]
+        super().__init__(overrides, prefix="pickup-")
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith("Local stack "):
-                self._ready.set()
-            found = INVOCATION_LINE.match(line)
-            if found:
-                self.invocations[found.group(1)] += 1
-                self.last_line[found.group(1)] = time.monotonic()
-                self.sources[f"{found.group(1)} ({found.group(2)})"] += 1
-
-    def invoke(self, function: str, payload: dict[str, Any]) -> dict[str, Any]:
-        response = self.lam.invoke(FunctionName=self.outputs[function], Payload=json.dumps(payload).encode())
-        body = json.loads(response["Payload"].read() or b"null")
-        if response.get("FunctionError"):
-            raise RuntimeError(f"{function} failed: {body}")
-        return body
+    def on_line(self, line: str) -> None:
+        found = INVOCATION_LINE.match(line)
+        if found:
+            self.invocations[found.group(1)] += 1
+            self.last_line[found.group(1)] = time.monotonic()
+            self.sources[f"{found.group(1)} ({found.group(2)})"] += 1
 
     def item(self, key: str) -> dict[str, Any]:
         return self.ddb.get_item(TableName=self.table, Key={"taskId": {"S": key}}, ConsistentRead=True).get("Item", {})
@@ -154,19 +122,6 @@ class Stack:
                 return (time.time_ns() // 1_000_000 - created_ms) / 1000
             time.sleep(POLL_SECONDS)
         raise RuntimeError(f"task {task_id} was not claimed within {timeout:.0f} s")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def create(stack: Stack, body: dict[str, Any], *, track: bool = True) -> tuple[str, int]:

@@ -23,61 +23,29 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
-from botocore.config import Config
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "layers" / "taskqueue")]
 
 from bench.common import percentile  # noqa: E402
+from bench.local_stack import LocalStack  # noqa: E402
 
 OVERRIDES = ["CreateTasksScheduleState=DISABLED", "TaskRunner=workflow_bench_runner:run"]
 POLL_SECONDS = 0.2
 
 
-class Stack:
-    """`python -m local up` in a child process, and clients of its endpoint."""
-
+class Stack(LocalStack):
     def __init__(self, overrides: list[str]) -> None:
-        self.discovery = Path(tempfile.mkdtemp(prefix="workflows-")) / "stack.json"
-        command = [sys.executable, "-m", "local", "up", "--port", str(_free_port()), "--discovery", str(self.discovery),
-                   "--param-overrides", *overrides]
-        self.proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self._ready = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
-        if not self._ready.wait(180):
-            self.stop()
-            raise RuntimeError("the local stack did not come up within 3 minutes")
-        record = json.loads(self.discovery.read_text())
-        self.outputs = record["outputs"]
-        kw = {"endpoint_url": record["endpoint_url"], "region_name": record["region"], "aws_access_key_id": "x",
-              "aws_secret_access_key": "x", "config": Config(retries={"mode": "standard", "max_attempts": 6})}
-        self.ddb = boto3.client("dynamodb", **kw)
-        self.lam = boto3.client("lambda", **kw)
-        self.table = self.outputs["QueueTableName"]
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith("Local stack "):
-                self._ready.set()
+        super().__init__(overrides, prefix="workflows-")
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
-        response = self.lam.invoke(FunctionName=self.outputs["CreateTasksFunctionName"], Payload=json.dumps(body).encode())
-        answer = json.loads(response["Payload"].read() or b"null")
-        if response.get("FunctionError"):
-            raise RuntimeError(f"CreateTasks failed: {answer}")
-        return answer
+        return self.invoke("CreateTasksFunctionName", body)
 
     def items(self, ids: list[str]) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
@@ -99,19 +67,6 @@ class Stack:
                 return status
             time.sleep(POLL_SECONDS)
         raise RuntimeError(f"task {task_id} did not end within {timeout:.0f} s")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def number(item: dict[str, Any], name: str) -> int:
