@@ -158,6 +158,10 @@ class IndexDef:
     projection: str  # ALL | KEYS_ONLY | INCLUDE
     non_key: tuple[str, ...] = ()
 
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return (self.hash_key,) + ((self.range_key,) if self.range_key else ())
+
 
 @dataclass(frozen=True)
 class TableDef:
@@ -181,6 +185,7 @@ class TableDef:
 
     @classmethod
     def from_description(cls, table: Mapping[str, Any]) -> TableDef:
+        """From DescribeTable's ``Table`` (or CreateTable's parameters: the same keys)."""
         def keys(schema: Iterable[Mapping[str, str]]) -> tuple[str, str | None]:
             found = {k["KeyType"]: k["AttributeName"] for k in schema}
             return found["HASH"], found.get("RANGE")
@@ -302,6 +307,16 @@ class Totals:
     @property
     def request_count(self) -> int:
         return sum(self.requests.values())
+
+    def book(self, operation: str, charges: Iterable[Charge]) -> None:
+        self.requests[operation] += 1
+        for charge in charges:
+            if charge.kind == "write":
+                self.write_units += charge.units
+            else:
+                self.read_units += charge.units
+            self.by_target[(charge.kind, charge.table, charge.index)] += charge.units
+            self.by_partition[(charge.kind, charge.table, charge.index, charge.partition)] += charge.units
 
 
 _WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
@@ -583,15 +598,7 @@ class CostMeter:
         return "?"
 
     def _book(self, op: str, charges: list[Charge], parsed: Mapping[str, Any], status: int) -> None:
-        totals = self.totals
-        totals.requests[op] += 1
-        for charge in charges:
-            if charge.kind == "write":
-                totals.write_units += charge.units
-            else:
-                totals.read_units += charge.units
-            totals.by_target[(charge.kind, charge.table, charge.index)] += charge.units
-            totals.by_partition[(charge.kind, charge.table, charge.index, charge.partition)] += charge.units
+        self.totals.book(op, charges)
         if self.cross_check and status < 300 and op not in ("TransactWriteItems", "TransactGetItems"):
             engine = _engine_figures(parsed.get("ConsumedCapacity"))
             if engine is not None:

@@ -28,16 +28,8 @@ class Capacity:
         self.totals = Totals()
 
     def book(self, operation: str, charges: Iterable[Charge]) -> list[Charge]:
-        totals = self.totals
-        totals.requests[operation] += 1
         booked = list(charges)
-        for charge in booked:
-            if charge.kind == "write":
-                totals.write_units += charge.units
-            else:
-                totals.read_units += charge.units
-            totals.by_target[(charge.kind, charge.table, charge.index)] += charge.units
-            totals.by_partition[(charge.kind, charge.table, charge.index, charge.partition)] += charge.units
+        self.totals.book(operation, booked)
         return booked
 
 

@@ -37,25 +37,12 @@ HIGH = _High()
 
 
 @dataclass(frozen=True)
-class IndexSchema:
-    name: str
-    hash_key: str
-    range_key: str | None
-    projection: str  # ALL | KEYS_ONLY | INCLUDE
-    non_key: tuple[str, ...] = ()
-
-    @property
-    def key_names(self) -> tuple[str, ...]:
-        return (self.hash_key,) + ((self.range_key,) if self.range_key else ())
-
-
-@dataclass(frozen=True)
 class TableSchema:
     name: str
     hash_key: str
     range_key: str | None
     types: Mapping[str, str]  # AttributeDefinitions: key attribute -> S | N | B
-    indexes: tuple[IndexSchema, ...] = ()
+    indexes: tuple[IndexDef, ...] = ()
     stream_view: str | None = None  # NEW_AND_OLD_IMAGES, NEW_IMAGE, OLD_IMAGE, KEYS_ONLY; None: no stream
     ttl_attribute: str | None = None
 
@@ -63,35 +50,24 @@ class TableSchema:
     def key_names(self) -> tuple[str, ...]:
         return (self.hash_key,) + ((self.range_key,) if self.range_key else ())
 
-    def index(self, name: str) -> IndexSchema | None:
+    def index(self, name: str) -> IndexDef | None:
         return next((i for i in self.indexes if i.name == name), None)
 
     @property
     def cost_def(self) -> TableDef:
-        return TableDef(self.name, self.hash_key, self.range_key,
-                        tuple(IndexDef(i.name, i.hash_key, i.range_key, i.projection, i.non_key) for i in self.indexes))
+        return TableDef(self.name, self.hash_key, self.range_key, self.indexes)
 
     @classmethod
     def from_create_table(cls, params: Mapping[str, Any]) -> TableSchema:
         """From CreateTable's parameters (or a template's table Properties with a TableName)."""
-        def keys(schema: Any) -> tuple[str, str | None]:
-            found = {k["KeyType"]: k["AttributeName"] for k in schema}
-            return found["HASH"], found.get("RANGE")
-
-        hash_key, range_key = keys(params["KeySchema"])
-        indexes = []
-        for gsi in params.get("GlobalSecondaryIndexes") or []:
-            h, r = keys(gsi["KeySchema"])
-            projection = gsi.get("Projection") or {}
-            indexes.append(IndexSchema(gsi["IndexName"], h, r, projection.get("ProjectionType", "ALL"),
-                                       tuple(projection.get("NonKeyAttributes") or ())))
+        keyed = TableDef.from_description(params)
         stream = params.get("StreamSpecification") or {}
         stream_on = stream.get("StreamEnabled", "StreamViewType" in stream)
         ttl = params.get("TimeToLiveSpecification") or {}
         return cls(
-            name=params["TableName"], hash_key=hash_key, range_key=range_key,
+            name=keyed.name, hash_key=keyed.hash_key, range_key=keyed.range_key,
             types={a["AttributeName"]: a["AttributeType"] for a in params.get("AttributeDefinitions", [])},
-            indexes=tuple(indexes),
+            indexes=keyed.indexes,
             stream_view=stream.get("StreamViewType") if stream_on else None,
             ttl_attribute=ttl.get("AttributeName") if ttl.get("Enabled") else None,
         )
@@ -146,7 +122,7 @@ class Partitions:
 class Index:
     """A global secondary index: entries by table key, sorted by partition; its change log when history is kept."""
 
-    def __init__(self, schema: IndexSchema, table: TableSchema) -> None:
+    def __init__(self, schema: IndexDef, table: TableSchema) -> None:
         self.schema = schema
         self._cost_table = table.cost_def
         self._cost_index = self._cost_table.index(schema.name)
