@@ -152,7 +152,9 @@ SLOW_PATHS = (
 # Tests whose outcome depends on getting the CPU on time (engines on scaled real time, leases and claim windows of
 # a few seconds): they run one at a time, all on one worker (the xdist group "realtime"), while the other workers
 # run the rest. Elsewhere a test says so with @pytest.mark.realtime.
-REALTIME_PATHS = ("tests/e2e/", "tests/reliability/test_sns_failures.py")
+REALTIME_PATHS = ("tests/e2e/", "tests/reliability/test_sns_failures.py",
+                  # Planner leases of 5 s: a starved Matcher's lease lapses mid-pass and a second one plans beside it.
+                  "tests/reliability/test_matcher_conflicts.py")
 # The realtime tests form two chains, each one test at a time on a worker of its own: most end-to-end tests (about half
 # a core each on average: they mostly wait on scaled real time), and the others (the local stack's two modules, SNS
 # failures, claim lanes, the watch's lease). One chain of all took 371 s, longer than the rest of the run; two take
@@ -173,7 +175,6 @@ LONG_PATHS = (
     "tests/unit/test_local_index_reads.py",
     "tests/board/test_browser.py",
     "tests/build/",
-    "tests/reliability/test_matcher_conflicts.py",
     "tests/integration/test_matcher_concurrency.py",
     "tests/unit/test_template_rules.py",
     "tests/fuzz/test_fuzz_workers.py",
