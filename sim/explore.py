@@ -23,12 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sim.actors import Operator, Runner, start_producers
-from sim.workflow_actors import WorkflowProducer
-from sim.workflow_invariants import WorkflowInvariants
 from sim.invariants import TERMINAL, Invariants, Violation
 from sim.kernel import Kernel, SimulationFailure
 from sim.lanes import StreamMapping
 from sim.wiring import wired
+from sim.workflow_actors import WorkflowProducer
+from sim.workflow_invariants import WorkflowInvariants
 from sim.world import QUEUE_TABLE, Plan, Stats, World, handler_module
 from taskqueue.core.record import PRODUCER_CLOCK_SKEW_SECONDS
 
@@ -76,6 +76,7 @@ class Outcome:
     steps: int = 0
     virtual_s: float = 0.0
     trace: list[str] = field(default_factory=list)
+    workflows: dict[str, int] = field(default_factory=dict)  # what its workflows exercised (WorkflowInvariants.summary)
 
 
 def run_schedule(plan: Plan, *, trace: bool = False, prepare: Callable[[World], None] | None = None) -> Outcome:
@@ -110,7 +111,8 @@ def run_schedule(plan: Plan, *, trace: bool = False, prepare: Callable[[World], 
             if plan.workflows:
                 workflow_invariants.finish()
         outcome = Outcome(plan, invariants.violations, world.stats, len(invariants.tasks), len(world.runner.runs),
-                          kernel.steps, kernel.now, lines)
+                          kernel.steps, kernel.now, lines,
+                          workflow_invariants.summary() if plan.workflows else {})
     return outcome
 
 
@@ -139,10 +141,12 @@ def explore(schedules: int, first_seed: int, out: Callable[[str], None] = print,
     kinds: Counter[str] = Counter()
     started = time.monotonic()
     steps = tasks = 0
+    exercised: Counter[str] = Counter()
     for seed in range(first_seed, first_seed + schedules):
         outcome = run_schedule(draw_plan(seed, workflows))
         steps += outcome.steps
         tasks += outcome.tasks
+        exercised.update(outcome.workflows)
         if outcome.violations:
             found.append(outcome)
             kinds.update({v.invariant for v in outcome.violations})
@@ -151,6 +155,8 @@ def explore(schedules: int, first_seed: int, out: Callable[[str], None] = print,
     elapsed = time.monotonic() - started
     out(f"schedules explored: {schedules} (seeds {first_seed}-{first_seed + schedules - 1}), tasks {tasks}, "
         f"steps {steps}, in {elapsed:.1f} s ({schedules / elapsed:.1f} schedules/s)")
+    if workflows:
+        out(f"workflows: {dict(exercised)}")
     out(f"violations: {len(found)} schedule(s)" + (f" ({dict(sorted(kinds.items()))})" if kinds else ""))
     return found
 
@@ -173,7 +179,7 @@ def explore_in(jobs: int, schedules: int, first_seed: int, out: Callable[[str], 
     for child in children:
         output, _ = child.communicate()
         for line in output.splitlines():
-            if line.startswith("seed "):
+            if line.startswith(("seed ", "workflows: ")):
                 out(line)
             elif match := re.match(r"schedules explored: (\d+)", line):
                 explored += int(match.group(1))
@@ -193,7 +199,7 @@ def replay(seed: int, out: Callable[[str], None] = print, workflows: bool = Fals
     for line in outcome.trace:
         out(line)
     out(f"tasks {outcome.tasks}, runs {outcome.runs}, steps {outcome.steps}, virtual {outcome.virtual_s:.1f} s, "
-        f"stats {outcome.stats}")
+        f"stats {outcome.stats}" + (f", workflows {outcome.workflows}" if outcome.workflows else ""))
     out(f"violations: {len(outcome.violations)}")
     for violation in outcome.violations:
         out(f"  {violation}")

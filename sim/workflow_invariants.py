@@ -50,6 +50,7 @@ class WorkflowInvariants:
     exits: Counter[str] = field(default_factory=Counter)  # task id -> times it left WAITING
     readied: set[str] = field(default_factory=set)  # made PENDING (or TAKEN) at least once
     position: int = 0
+    blocked: int = 0  # tasks that ended out of WAITING unrun
 
     def start(self) -> None:
         self.invariants.world.kernel.call_later(CHECK_S, self._tick)
@@ -114,6 +115,7 @@ class WorkflowInvariants:
 
     def _check_blocked(self, task_id: str, new: str, deps: list[tuple[str, str]], image: dict[str, Any]) -> None:
         """A task that ended out of WAITING, unrun: a dependency's end must block it, and it must say which."""
+        self.blocked += 1
         by = image.get("blockedBy", {}).get("S")
         error = image.get("lastError", {}).get("S", "")
         named = dict(deps)
@@ -149,6 +151,19 @@ class WorkflowInvariants:
                 elif all(self.status.get(d) in TERMINAL for d, _ in deps):
                     self.fail("waits-forever", f"task {task_id} still WAITING though its dependencies all ended")
             self._check_on_failure(sent)
+
+    def summary(self) -> dict[str, int]:
+        """What the schedule exercised: workflows sent and committed, creations sent again or left to the sweep, tasks
+        that waited, ended unrun (blocked), failed, on-failure tasks run and skipped."""
+        sent = self.producer.sent.values()
+        on_failure = [s.on_failure for s in sent if s.on_failure is not None]
+        return {
+            "workflows": len(self.producer.sent), "committed": sum(1 for v in self.records.values() if v == "RUNNING"),
+            "resent": sum(1 for s in sent if s.sends > 1), "left_to_sweep": sum(1 for s in sent if s.left_to_sweep),
+            "waited": len(self.exits), "blocked": self.blocked, "failed": sum(1 for v in self.status.values() if v == "FAILURE"),
+            "on_failure_ran": sum(1 for t in on_failure if t in self.readied),
+            "on_failure_skipped": sum(1 for t in on_failure if t not in self.readied and self.status.get(t) == "SUCCESS"),
+        }
 
     def _check_on_failure(self, sent: Sent) -> None:
         task_id = sent.on_failure
