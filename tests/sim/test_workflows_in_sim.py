@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from sim.explore import draw_plan, explore, run_schedule
+from sim.faults import Fault, Request
 from sim.world import World
 from taskqueue.core.states import TaskStatus
 from taskqueue.core.workflow_rules import EdgeEffect, Policy
@@ -131,3 +132,48 @@ def test_a_creation_that_puts_its_roots_before_its_final_write_shows_a_partial_w
     monkeypatch.setattr(WorkflowStore, "write_workflow", roots_first)
     seed, violation = first_violation("all-or-nothing", range(1, 10), {**QUIET_PLAN, "kill_rate": 0.03})
     assert "while its workflow's record is CREATING" in violation, (seed, violation)
+
+
+# ---- a creation crashed at each of its requests ------------------------------------------------------------------
+
+
+def _crash_creation_at(number: int, answer_lost: bool) -> Callable[[World], None]:
+    """A world whose first CreateTasks invocation is killed at its ``number``-th request: before it applies, or after
+    it applied with its answer lost (as ``World._fault`` kills)."""
+    def prepare(world: World) -> None:
+        fault_of, seen = world.db.faults, [0]
+
+        def faults(request: Request) -> Fault | None:
+            task = world.kernel.current
+            if task is not None and task.invocation.name == "CreateTasks-1" and task.invocation in world.live:
+                seen[0] += 1
+                if seen[0] == number:
+                    invocation = task.invocation
+                    if not answer_lost:
+                        world.kernel.kill(invocation, f"crashed at request {number} (before it applied)")
+                        return None
+                    world.kernel.call_at(world.kernel.now + 0.001,
+                                         lambda: world.kernel.kill(invocation, f"crashed at request {number} (applied)"))
+                    return Fault(before_s=0.0005, after_s=0.002)
+            return fault_of(request)
+
+        world.db.faults = faults
+
+    return prepare
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer_lost", [False, True], ids=["before-it-applied", "its-answer-lost"])
+def test_a_creation_crashed_at_any_of_its_requests_shows_nothing_partial_and_is_finished(answer_lost: bool) -> None:
+    """Every request of a workflow's creation in turn is its crash point; its producer sends it again (or, when the
+    crash left it committed, half the time leaves its start to the safety net's sweep). Every schedule keeps every
+    invariant, its workflow's tasks included: nothing of it shown before its final write, and it ends whole."""
+    finished = 0
+    for number in range(1, 16):
+        for seed in (3, 4):
+            plan = replace(draw_plan(seed, workflows=True), **QUIET_PLAN, producers=0, workflows=1)
+            outcome = run_schedule(plan, prepare=_crash_creation_at(number, answer_lost))
+            assert [str(v) for v in outcome.violations] == [], (number, seed)
+            assert outcome.workflows["committed"] == 1, (number, seed, outcome.workflows)
+            finished += outcome.workflows["resent"] + outcome.workflows["left_to_sweep"]
+    assert finished >= 20  # most crash points fell inside the creation (a diamond's is about 10 requests)
