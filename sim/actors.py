@@ -50,6 +50,9 @@ class Runner:
         self.world.log(f"run {task.task_id[:8]} in {run.invocation} (attempt {task.attempts}, group {task.group})")
         try:
             kernel.sleep(float(task.payload.get("ms", 100)) / 1000)
+            if task.payload.get("doom"):  # a workflow task that fails every attempt: it ends FAILURE for good
+                run.outcome = "failed"
+                raise RuntimeError("the runner fails this task at every attempt (its payload's doom)")
             if task.payload.get("fail") and self.world.rng.random() < self.world.plan.fail_rate:
                 run.outcome = "failed"
                 raise RuntimeError("the runner failed this attempt (the plan's fail_rate)")

@@ -3,6 +3,7 @@
     python -m sim.explore --schedules 1000 --seed 1     # schedules seed 1 .. 1000: counts, violations, replay lines
     python -m sim.explore --schedules 100000 --jobs 2   # split over processes
     python -m sim.explore --replay 123                  # one schedule, its trace printed
+    python -m sim.explore --workflows --schedules 200   # schedules that also create workflows (--replay N --workflows)
 
 A seed decides everything: the plan (load, limits, which faults and how often: ``draw_plan``), every choice of the
 kernel and of the fakes, the product's own randomness. A schedule's producers act for its plan's minutes; the world
@@ -26,6 +27,8 @@ from sim.invariants import TERMINAL, Invariants, Violation
 from sim.kernel import Kernel, SimulationFailure
 from sim.lanes import StreamMapping
 from sim.wiring import wired
+from sim.workflow_actors import WorkflowProducer
+from sim.workflow_invariants import WorkflowInvariants
 from sim.world import QUEUE_TABLE, Plan, Stats, World, handler_module
 from taskqueue.core.record import PRODUCER_CLOCK_SKEW_SECONDS
 
@@ -35,8 +38,18 @@ STEP_BUDGET = 400_000
 HASH_SEED = "0"  # PYTHONHASHSEED of every run and replay (sim.determinism)
 
 
-def draw_plan(seed: int) -> Plan:
-    """A schedule's plan: a third with no fault at all (the 1 s bound), the rest with a seeded mix of faults."""
+def draw_plan(seed: int, workflows: bool = False) -> Plan:
+    """A schedule's plan: a third with no fault at all (the 1 s bound), the rest with a seeded mix of faults.
+    ``workflows``: the same plan, plus 1-3 workflows drawn apart (a seed's plan without them is unchanged)."""
+    import random
+
+    plan = _draw_plain(seed)
+    if workflows:
+        plan.workflows = random.Random(f"workflows/{seed}").randint(1, 3)
+    return plan
+
+
+def _draw_plain(seed: int) -> Plan:
     import random
 
     rng = random.Random(f"plan/{seed}")
@@ -63,6 +76,7 @@ class Outcome:
     steps: int = 0
     virtual_s: float = 0.0
     trace: list[str] = field(default_factory=list)
+    workflows: dict[str, int] = field(default_factory=dict)  # what its workflows exercised (WorkflowInvariants.summary)
 
 
 def run_schedule(plan: Plan, *, trace: bool = False, prepare: Callable[[World], None] | None = None) -> Outcome:
@@ -76,6 +90,8 @@ def run_schedule(plan: Plan, *, trace: bool = False, prepare: Callable[[World], 
         invariants = Invariants(world, operator)
         world.runner = Runner(world, invariants.run_started)
         mapping = StreamMapping(world, QUEUE_TABLE)
+        producer = WorkflowProducer(world)
+        workflow_invariants = WorkflowInvariants(invariants, producer)
         if prepare is not None:
             prepare(world)
         with wired(world):
@@ -84,13 +100,19 @@ def run_schedule(plan: Plan, *, trace: bool = False, prepare: Callable[[World], 
             invariants.start()
             start_producers(world)
             operator.start()
+            if plan.workflows:
+                producer.start()
+                workflow_invariants.start()
             try:
                 _run_to_quiescence(world, invariants)
             except SimulationFailure as failure:
                 invariants.fail("kernel", f"{type(failure).__name__}: {failure}")
             invariants.finish()
+            if plan.workflows:
+                workflow_invariants.finish()
         outcome = Outcome(plan, invariants.violations, world.stats, len(invariants.tasks), len(world.runner.runs),
-                          kernel.steps, kernel.now, lines)
+                          kernel.steps, kernel.now, lines,
+                          workflow_invariants.summary() if plan.workflows else {})
     return outcome
 
 
@@ -109,33 +131,38 @@ def _run_to_quiescence(world: World, invariants: Invariants) -> None:
             return
 
 
-def replay_command(seed: int) -> str:
-    return f"python -m sim.explore --replay {seed}"
+def replay_command(seed: int, workflows: bool = False) -> str:
+    return f"python -m sim.explore --replay {seed}" + (" --workflows" if workflows else "")
 
 
-def explore(schedules: int, first_seed: int, out: Callable[[str], None] = print) -> list[Outcome]:
+def explore(schedules: int, first_seed: int, out: Callable[[str], None] = print, workflows: bool = False) -> list[Outcome]:
     """Run seeds first_seed .. first_seed + schedules - 1; print each violation with its replay line, then totals."""
     found: list[Outcome] = []
     kinds: Counter[str] = Counter()
     started = time.monotonic()
     steps = tasks = 0
+    exercised: Counter[str] = Counter()
     for seed in range(first_seed, first_seed + schedules):
-        outcome = run_schedule(draw_plan(seed))
+        outcome = run_schedule(draw_plan(seed, workflows))
         steps += outcome.steps
         tasks += outcome.tasks
+        exercised.update(outcome.workflows)
         if outcome.violations:
             found.append(outcome)
             kinds.update({v.invariant for v in outcome.violations})
             out(f"seed {seed}: {outcome.violations[0]} (+{len(outcome.violations) - 1} more)  replay: "
-                f"{replay_command(seed)}")
+                f"{replay_command(seed, workflows)}")
     elapsed = time.monotonic() - started
     out(f"schedules explored: {schedules} (seeds {first_seed}-{first_seed + schedules - 1}), tasks {tasks}, "
         f"steps {steps}, in {elapsed:.1f} s ({schedules / elapsed:.1f} schedules/s)")
+    if workflows:
+        out(f"workflows: {dict(exercised)}")
     out(f"violations: {len(found)} schedule(s)" + (f" ({dict(sorted(kinds.items()))})" if kinds else ""))
     return found
 
 
-def explore_in(jobs: int, schedules: int, first_seed: int, out: Callable[[str], None] = print) -> int:
+def explore_in(jobs: int, schedules: int, first_seed: int, out: Callable[[str], None] = print,
+               workflows: bool = False) -> int:
     """``explore`` split over ``jobs`` processes (seeds in contiguous ranges); returns the schedules with a
     violation."""
     share, extra = divmod(schedules, jobs)
@@ -144,6 +171,7 @@ def explore_in(jobs: int, schedules: int, first_seed: int, out: Callable[[str], 
         count = share + (1 if job < extra else 0)
         if count:
             command = [sys.executable, "-m", "sim.explore", "--schedules", str(count), "--seed", str(seed)]
+            command += ["--workflows"] if workflows else []
             children.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
                                              env={**os.environ, "PYTHONHASHSEED": HASH_SEED}))
         seed += count
@@ -151,7 +179,7 @@ def explore_in(jobs: int, schedules: int, first_seed: int, out: Callable[[str], 
     for child in children:
         output, _ = child.communicate()
         for line in output.splitlines():
-            if line.startswith("seed "):
+            if line.startswith(("seed ", "workflows: ")):
                 out(line)
             elif match := re.match(r"schedules explored: (\d+)", line):
                 explored += int(match.group(1))
@@ -164,14 +192,14 @@ def explore_in(jobs: int, schedules: int, first_seed: int, out: Callable[[str], 
     return found
 
 
-def replay(seed: int, out: Callable[[str], None] = print) -> Outcome:
-    plan = draw_plan(seed)
+def replay(seed: int, out: Callable[[str], None] = print, workflows: bool = False) -> Outcome:
+    plan = draw_plan(seed, workflows)
     out(f"plan: {plan}")
     outcome = run_schedule(plan, trace=True)
     for line in outcome.trace:
         out(line)
     out(f"tasks {outcome.tasks}, runs {outcome.runs}, steps {outcome.steps}, virtual {outcome.virtual_s:.1f} s, "
-        f"stats {outcome.stats}")
+        f"stats {outcome.stats}" + (f", workflows {outcome.workflows}" if outcome.workflows else ""))
     out(f"violations: {len(outcome.violations)}")
     for violation in outcome.violations:
         out(f"  {violation}")
@@ -187,12 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the first seed")
     parser.add_argument("--replay", type=int, help="run this one seed and print its trace")
     parser.add_argument("--jobs", type=int, default=1, help="processes to split the schedules over")
+    parser.add_argument("--workflows", action="store_true", help="schedules that also create workflows")
     args = parser.parse_args(argv)
     if args.replay is not None:
-        return 1 if replay(args.replay).violations else 0
+        return 1 if replay(args.replay, workflows=args.workflows).violations else 0
     if args.jobs > 1:
-        return 1 if explore_in(args.jobs, args.schedules, args.seed) else 0
-    return 1 if explore(args.schedules, args.seed) else 0
+        return 1 if explore_in(args.jobs, args.schedules, args.seed, workflows=args.workflows) else 0
+    return 1 if explore(args.schedules, args.seed, workflows=args.workflows) else 0
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """How the handlers are wired to a world (``sim.world``) while a schedule runs: the worker's threads and the product's
-own thread pool on the kernel, the handlers' logs off and their metrics counted."""
+own thread pools on the kernel (a look's first pages, a workflow's fan-out and creation), the handlers' logs off and their metrics counted."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 from sim.kernel import Kernel
 from sim.world import Stats, World, handler_module
 from taskqueue.core import metrics as handler_metrics
-from taskqueue.store import page_reads
+from taskqueue.store import page_reads, workflow_fan_out
 
 
 class KernelFuture(Future):  # type: ignore[type-arg]
@@ -55,6 +55,11 @@ class KernelPool:
         self._kernel.spawn(run, "pool", current.invocation)
         return future
 
+    def map(self, fn: Callable[..., Any], *inputs: Any) -> Iterator[Any]:
+        """As ``ThreadPoolExecutor.map``: every call started, then the results in order (a workflow's fan-out)."""
+        futures = [self.submit(fn, *args) for args in zip(*inputs)]
+        return (future.result() for future in futures)
+
     def shutdown(self, wait: bool = True) -> None: ...
 
 
@@ -74,12 +79,15 @@ def wired(world: World) -> Iterator[None]:
     app.Worker = worker
     real_pool = page_reads.ThreadPoolExecutor
     page_reads.ThreadPoolExecutor = lambda **_: KernelPool(world.kernel)  # type: ignore[assignment,misc]
+    real_fan_out_pool = workflow_fan_out.ThreadPoolExecutor
+    workflow_fan_out.ThreadPoolExecutor = lambda **_: KernelPool(world.kernel)  # type: ignore[assignment,misc]
     try:
         with quiet_handlers(world.stats):
             yield
     finally:
         app.Worker = real_worker
         page_reads.ThreadPoolExecutor = real_pool  # type: ignore[misc]
+        workflow_fan_out.ThreadPoolExecutor = real_fan_out_pool  # type: ignore[misc]
 
 
 @contextmanager

@@ -116,6 +116,7 @@ class Plan:
     drop_rate: float = 0.0  # a stream batch dropped to the on-failure queue after its retries
     pauses: int = 0  # pause-resume pairs of the queue or a group
     fail_rate: float = 0.0  # the runner raises for this share of runs
+    workflows: int = 0  # workflows created through CreateTasks (sim.workflow_actors); none in the plain explorer
 
     @property
     def faulty(self) -> bool:
