@@ -114,14 +114,14 @@ def run_queue(
     worker = Worker(
         svc.store, task_runner, capacity=svc.settings.runner_capacity, owner=owner, clock=svc.clock,
         stopped=svc.wakeups.ensure if svc.wakeups is not None else None,  # a wake-up at the delayed head
-        marks=svc.marks,
+        marks=svc.marks, tail_call=lambda q: tail_call(q, svc, correlation),
     )
     # Claims stop at the time budget, and each claim is of a task that can finish in this invocation (run_time).
     report = worker.run(
         queue, run_time.claim_window_seconds(svc.settings.time_budget_seconds, remaining_seconds),
         hold_seconds=remaining_seconds, named=named, named_read_first=read_first,
     )
-    if report.work_remains:
+    if report.work_remains and not report.tail_called_early:  # one tail call a run
         tail_call(queue, svc, correlation)
     emit_metrics(report)
     logger.info("worker finished", extra={"named": len(named)} | {

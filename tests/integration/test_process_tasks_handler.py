@@ -1,6 +1,7 @@
 """ProcessTasks against moto: newest first, capacity respected, outcomes recorded, tail calls."""
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -112,6 +113,39 @@ def test_tail_calls_once_after_its_last_task_ends(services, clock, topics):
     report = app.handle({"queue": "work"}, 120, "req-1", svc, LooksForTheTailCall())
     assert (report.stopped_by, report.claimed, report.work_remains) == ("budget", 1, True)
     assert seen_while_running == [] and topics.wakeups() == ["work"]
+
+
+def test_past_its_budget_a_run_tail_calls_as_its_first_slot_comes_free_not_after_its_long_last_task(
+        services, clock, topics):
+    """A stream start that came while this run held the running limit found it full and ended: the tasks it was for
+    wait for this run's tail call. Sent only after the run's last task (which may run for minutes), they waited that
+    long; sent as the first slot comes free, the next invocation can take it."""
+    seed(services, clock, 5)
+    svc = Services(make_settings(topics, runner_capacity=2, time_budget_seconds=0.01), services.store,
+                   services.notifier, clock)
+    seen_by_the_long_task: list[str] = []
+    calls = [0]
+    lock = threading.Lock()
+
+    class OneLongOneShort(RecordingRunner):
+        def __call__(self, task):
+            result = super().__call__(task)
+            with lock:
+                calls[0] += 1
+                first = calls[0] == 1
+            if first:  # the long one: still running when the tail call goes out
+                deadline = time.monotonic() + 5
+                while not seen_by_the_long_task and time.monotonic() < deadline:
+                    seen_by_the_long_task.extend(topics.wakeups())
+                    time.sleep(0.01)
+            else:
+                clock.advance(1)  # the short one ends past the budget: its slot comes free
+            return result
+
+    report = app.handle({"queue": "work"}, 120, "req-1", svc, OneLongOneShort())
+    assert (report.stopped_by, report.claimed, report.work_remains, report.tail_called_early) == ("budget", 2, True, True)
+    assert seen_by_the_long_task == ["work"]
+    assert topics.wakeups() == []  # one tail call a run: none more at its end
 
 
 def test_recovers_expired_leases_before_claiming(services, clock):

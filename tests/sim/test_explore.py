@@ -54,3 +54,14 @@ def test_a_release_retried_after_its_delayed_head_write_was_throttled_undoes_no_
     plan = replace(draw_plan(98), producers=2, requests=5, minutes=2.8551823743724927)  # the plan that found it
     outcome = run_schedule(plan)
     assert [str(v) for v in outcome.violations if v.invariant == "run-twice"] == []
+
+
+@pytest.mark.parametrize("seed, found", [
+    (332, "a run past its budget held its freed slots until its last (long) task ended, and tail-called only then"),
+    (447, "the same: a spare slot kept to the run's end while a stream start was refused by the running limit"),
+    (223, "named tasks held back by their group's limit were dropped from the run, and the index did not show them"),
+])
+def test_the_workflow_schedules_that_found_a_claim_bound_gap_keep_every_task_within_its_bound(seed: int, found: str) -> None:
+    outcome = run_schedule(draw_plan(seed, workflows=True))
+    assert outcome.runs > 0
+    assert [str(v) for v in outcome.violations if v.invariant == "claim-bound"] == [], found

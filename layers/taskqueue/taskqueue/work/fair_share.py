@@ -141,6 +141,13 @@ class FairShare:
             return False
         return True if slot is None else slot
 
+    def holds(self, group: str | None) -> bool:
+        """Is ``group`` held back now (paused, at its concurrency limit, out of rate)?"""
+        if group is None:
+            return False
+        with self._lock:
+            return self._held_until.get(group, 0) > self._clock.now_ms()
+
     def held_back_for(self) -> float | None:
         """Seconds until the first held-back group may be claimed from again (``None``: none is held back; 0: a hold
         lapsed since the last look, which has not seen that group's tasks yet): a run with nothing else to claim waits

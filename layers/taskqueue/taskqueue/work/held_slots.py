@@ -28,6 +28,8 @@ class HeldSlots:
         self._held: dict[int, Token] = {}
         self._lock = threading.Lock()  # the lists only: no request is made under it
         self.short = False  # the last request for slots got fewer than it asked for: the limit was reached
+        self._claiming = True  # False once claiming is over: a slot no task uses goes back at once
+        self._came_free: Callable[[], None] | None = None
 
     @property
     def held(self) -> int:
@@ -53,9 +55,30 @@ class HeldSlots:
         return got
 
     def keep(self, slots: list[Token]) -> None:
-        """Slots taken for claims that were not made, or whose task's runner returned: kept for the next claims."""
+        """Slots taken for claims that were not made, or whose task's runner returned: kept for the next claims (given
+        back once claiming is over)."""
         with self._lock:
-            self._spare.extend(slot for slot in slots if slot.index in self._held)
+            mine = [slot for slot in slots if slot.index in self._held]
+            if self._claiming:
+                self._spare.extend(mine)
+                return
+            for slot in mine:
+                del self._held[slot.index]
+        for slot in mine:
+            self._free(slot)
+
+    def claims_over(self, came_free: Callable[[], None] | None = None) -> None:
+        """The run claims no more (its budget, the queue paused or drained): the spare slots go back now, and each
+        slot whose task ends from now on, rather than all at the run's end. Another worker's claims may use them
+        while this run's last tasks still run; ``came_free()`` is told after each (to have that worker started)."""
+        with self._lock:
+            self._claiming = False
+            self._came_free = came_free
+            spare, self._spare = self._spare, []
+            for slot in spare:
+                self._held.pop(slot.index, None)
+        for slot in spare:
+            self._free(slot)
 
     def free_all(self) -> None:
         """The run is over: give every slot back (a refusal leaves it to lapse at the invocation's end)."""
@@ -70,3 +93,6 @@ class HeldSlots:
         except TaskQueueError as exc:
             self._on_error()
             logger.warning("could not free a running-limit slot; it lapses with its lease", extra={"error": str(exc)})
+            return
+        if not self._claiming and self._came_free is not None:
+            self._came_free()

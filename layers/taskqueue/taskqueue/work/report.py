@@ -33,6 +33,9 @@ class WorkerReport:
     claim_ages_ms: list[int] = field(default_factory=list)
     stopped_by: str = "empty"
     work_remains: bool = False
+    # Past its budget with work left, the run had the next invocation started as its first slot came free, before
+    # its own last tasks ended (``tail_call``); the handler then sends none at the end (one tail call a run).
+    tail_called_early: bool = False
 
 
 class Tally:

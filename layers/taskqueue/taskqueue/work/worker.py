@@ -6,8 +6,9 @@ first in a LIFO queue), as long as it has a free runner slot, a running-limit sl
 runs them concurrently under their leases (``taskqueue.work.lease``) and records each outcome
 (``taskqueue.work.outcomes``). While tasks run and nothing is claimable, it looks again whenever a task ends (a
 release may make a retry due) and at least every IDLE_POLL_SECONDS; a retry due within WAIT_HORIZON_SECONDS is waited
-for. It ends when nothing is claimable and nothing runs (``empty``), at its claim deadline (``budget``: the handler
-tail-calls if claimable work remains), when the queue is paused (``paused``), or when the queue's running limit is
+for. It ends when nothing is claimable and nothing runs (``empty``), at its claim deadline (``budget``: with claimable
+work left, the next invocation is started as the run's first slot comes free, not after its last task: those may
+run long, and stream starts meanwhile may have found the running limit full; one tail call a run), when the queue is paused (``paused``), or when the queue's running limit is
 held by others and nothing of its own runs (``limit``: the holders look again before they end).
 
 A read, claim or write DynamoDB refuses for a passing reason (throttling past the SDK's retries) is logged, counted
@@ -18,11 +19,14 @@ Its neighbours: ``outcomes`` (one attempt and its recording), ``held_slots`` (th
 invocation's end), ``fair_share`` (groups), ``delayed_view`` (when a look reads the delayed partitions),
 ``record_view`` (pause), ``running`` (the claimed tasks' threads and heartbeat), ``stream_batch`` (what a stream
 batch names).
+
+Past 400 lines: the run's steps share one state (``_Run``), which splitting them would hand around.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable, Sequence
 
 from aws_lambda_powertools import Logger
@@ -73,12 +77,15 @@ class Worker:
         threads: Callable[[int], Threads] | None = None,
         stopped: Stopped | None = None,
         marks: MarkChoice | None = None,
+        tail_call: Callable[[str], None] | None = None,
     ) -> None:
         """``threads(n)``: where the run's tasks run, n at most at once (``SystemThreads`` by default; the simulation
         hands in its own). ``stopped(queue, next_due_ms, record)``: told when a run ends with no claimable work left,
         to schedule a wake-up at the queue's delayed head (``taskqueue.wakeups.delayed_wakeup``); with it the run
         waits only for a delayed entry due within WAIT_HORIZON_SECONDS, without it within its budget. ``marks``: how
-        this execution environment's tasks ended lately (whether a claim leaves the lease mark off)."""
+        this execution environment's tasks ended lately (whether a claim leaves the lease mark off). ``tail_call(queue)``:
+        starts the next invocation; a run past its budget with work left calls it as its first slot comes free,
+        rather than after its last task (``tail_called_early``: the handler does not call it again)."""
         self._store = store
         self._runner = runner
         self._capacity = capacity
@@ -89,6 +96,7 @@ class Worker:
         self._stopped = stopped
         self._horizon = WAIT_HORIZON_SECONDS if stopped is not None else float("inf")
         self._marks = marks or MarkChoice()
+        self._tail_call = tail_call
         self._settings = store.settings
 
     def run(
@@ -151,6 +159,7 @@ class _Run:
         self.first_round = True
         self.stale = StaleEntries(self.clock)  # index entries this run claimed (or lost) just now: passed over
         self.left_for_fresh: set[str] = set()  # tasks too long for this invocation's time left: the next one's
+        self.early_lock = threading.Lock()
 
     # ---- claiming -------------------------------------------------------------------------------------------
 
@@ -198,8 +207,10 @@ class _Run:
         looked, met_stale = self.look(free)
         if not self.named:
             return looked, met_stale
+        # A named task its group's limit held back stays named (the index may not show it yet) until the hold ends.
         seen = {c.task_id for c in looked}
-        merged = sorted([*looked, *(c for c in self.named if c.task_id not in seen)], key=lambda c: c.ready_sort, reverse=True)
+        named = [c for c in self.named if c.task_id not in seen and not self.fair.holds(c.group)]
+        merged = sorted([*looked, *named], key=lambda c: c.ready_sort, reverse=True)
         return merged, met_stale
 
     def look(self, free: int) -> tuple[list[Candidate], int]:
@@ -284,7 +295,8 @@ class _Run:
                 raise
             return None
         finally:
-            self.tried(candidate)
+            if admitted is not False:  # held back by its group: still named, tried again once the hold ends
+                self.tried(candidate)
         self.stale.add(candidate.task_id)
         if task is None:
             self.fair.lost(admitted)
@@ -339,8 +351,10 @@ class _Run:
         self.fair.ended(lease.task.task_id)
 
     def drain(self) -> None:
-        """Claiming is over: the tasks in flight finish inside their leases, then the run's slots go back."""
+        """Claiming is over: the slots no task uses go back, the tasks in flight finish inside their leases (each
+        one's slot going back as it ends), then what is left of the run's slots."""
         try:
+            self.slots.claims_over(self._slot_came_free if self.wants_early_tail_call() else None)
             self.tasks.drain()
         finally:
             close = getattr(self.threads, "close", None)
@@ -348,6 +362,24 @@ class _Run:
                 close()
             self.slots.free_all()
             self.fair.free_all()
+
+    def wants_early_tail_call(self) -> bool:
+        """At its budget, with claimable work left and its own tasks still running: their slots, as they come free,
+        are for the next invocation (the stream starts that came meanwhile may have found the limit full and ended)."""
+        if self.w._tail_call is None or self.report.stopped_by != "budget" or not self.tasks.busy:
+            return False
+        return self.work_left()
+
+    def _slot_came_free(self) -> None:
+        with self.early_lock:
+            if self.report.tail_called_early:
+                return
+            self.report.tail_called_early = True
+        assert self.w._tail_call is not None
+        try:
+            self.w._tail_call(self.queue)
+        except Exception as exc:  # noqa: BLE001 - the tail call at the run's end is still decided
+            logger.warning("the early tail call failed; the run's end decides again", extra={"error": str(exc)})
 
     def _released(self, task: Task, not_before_ms: int) -> None:
         self.delayed.released(task.task_id, not_before_ms, (task.shard, task.group))
@@ -359,8 +391,8 @@ class _Run:
         """What is left: claimable work at the budget, or a retry the next budget reaches, makes the handler tail-call;
         otherwise a delayed head is scheduled (``stopped``)."""
         report = self.report
-        if report.stopped_by == "budget":
-            report.work_remains = self.work_left()
+        if report.stopped_by == "budget":  # one tail call a run: sent already as its first slot came free, or now
+            report.work_remains = report.tail_called_early or self.work_left()
         elif report.stopped_by == "empty":  # the last look saw nothing claimable: only what falls due, or is too long
             report.work_remains = bool(self.left_for_fresh) or self.due_soon()
         report.shed += self.store.drain_shed().get(self.queue, 0)
