@@ -1,24 +1,21 @@
 """Lambda execution environments: one long-lived subprocess per function instance.
 
 The parent (``Sandbox``) starts ``python local/delivery/sandbox.py`` with the function's own environment; the child
-puts the function's code directory and its layers on ``sys.path`` (as /var/task and /opt/python), imports
-the handler once (init), then serves invocations: a JSON request line on stdin, a JSON response line on a
-separate result pipe. The handler's stdout/stderr (its logs) go to the child's stdout, which the parent
-reads and attributes to the invocation in progress. A ``FunctionPool`` keeps the idle sandboxes of one
-function and enforces its concurrency limit; an invocation past the function's timeout kills its sandbox.
+puts the function's code directory and its layers on ``sys.path`` (as /var/task and /opt/python), imports the handler
+once (init), then serves invocations: a JSON request line on stdin, a JSON response line on a separate result pipe.
+The handler's stdout/stderr (its logs) go to the child's stdout, which the parent reads and attributes to the
+invocation in progress. A ``FunctionPool`` keeps one function's idle sandboxes, up to its concurrency limit; an
+invocation past the function's timeout (its init not counted, as on Lambda) kills its sandbox.
 
-Function clocks (opt-in, ``time_scale`` below 1 with ``scale_clocks``): the child's clock runs 1/time_scale as fast as
-the real one — ``time.time``, ``time.monotonic``, ``time.sleep``, the timeouts of threading's waits (so
-``concurrent.futures.wait``, ``Event.wait``, ``Thread.join``) and the context's remaining time — counted from one
-epoch that every sandbox of the engine shares, so all functions agree on the time. A 900 s Timeout then passes in
-900 x time_scale real seconds, and a runner that sleeps 300 s sleeps 300 x time_scale: the platform's durations are
-scaled by the same factor (schedules, batching windows, retries), so the whole stack keeps its proportions.
+Function clocks (opt-in, ``time_scale`` below 1 with ``scale_clocks``): the child's clock (``time.time``,
+``time.monotonic``, ``time.sleep``, threading's wait timeouts, the context's remaining time) runs 1/time_scale as fast
+as the real one, from one epoch every sandbox shares: a 900 s Timeout passes in 900 x time_scale real seconds, and the
+platform's durations (schedules, batching windows, retries) are scaled alike, so the stack keeps its proportions.
 
-IAM as AWS enforces it (``local/iam``): the child checks every request of the function's code against the grants
-and names the parent hands it (``LOCAL_SANDBOX_IAM``): one its role does not allow fails with AccessDenied. Each
-response carries what was checked; the parent adds it to ``local.iam.enforce.TALLY`` and logs each denial.
-
-This file is also the child's program, so the child half uses the standard library only (and ``local.iam``'s).
+IAM as AWS enforces it (``local/iam``): the child checks every request of the function's code against the grants and
+names the parent hands it (``LOCAL_SANDBOX_IAM``): one its role does not allow fails with AccessDenied. Each response
+carries what was checked; the parent adds it to ``local.iam.enforce.TALLY`` and logs each denial. This file is also
+the child's program, so the child half uses the standard library only (and ``local.iam``'s).
 """
 
 from __future__ import annotations
@@ -34,9 +31,7 @@ from typing import Any
 
 END_MARK = "\x00local-sandbox-end "
 READY_MARK = "\x00local-sandbox-ready"  # the child's init (the handler's import) is over
-# How long an invocation waits for its sandbox's init before its timeout starts (Lambda bounds init at 10 s; a
-# laptop under load may take longer to import the handler, which is no fault of the function's).
-INIT_WAIT_SECONDS = 60.0
+INIT_WAIT_SECONDS = 60.0  # a cold start's init, before its timeout starts (Lambda: 10 s; a loaded laptop is slower)
 
 
 def scale_clock(scale: float, epoch: float) -> None:
@@ -265,8 +260,7 @@ if __name__ != "__main__":
                 assert self.proc.stdin is not None
                 self.proc.stdin.write(json.dumps(request) + "\n")
                 self.proc.stdin.flush()
-                if inv.cold_start:  # as on Lambda, the init phase does not count against the function's timeout
-                    self.ready.wait(INIT_WAIT_SECONDS)
+                if inv.cold_start and self.ready.wait(INIT_WAIT_SECONDS):  # init: not the invocation's time (Lambda)
                     started = time.monotonic()
                 response = self._results.get(timeout=timeout * self.clock_scale + (5.0 if inv.cold_start else 0.5))
             except queue.Empty:

@@ -21,7 +21,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from taskqueue.core import keys
@@ -264,3 +264,16 @@ def round_robin(sources: Iterable[Iterator[T]]) -> Iterator[T]:
                 continue
             still.append(source)
         live = still
+
+
+@dataclass(frozen=True)
+class FairTurn:
+    """A worker's place in fair share: its cursor on each shard's ring (the ring sort of the group it claimed from
+    last; ``""``: the default group) and the groups it holds back for now (at a concurrency or rate limit)."""
+
+    after: Mapping[int, str] = field(default_factory=dict)
+    held_back: frozenset[str] = frozenset()
+    # False: the queue's record says no group was ever put on its ring (``hasGroups``): the look reads no ring.
+    groups: bool = True
+    # Told (group, pause end, epoch ms) of each paused group the look passes over: when to wake the queue for it.
+    on_paused: Callable[[str, int], None] | None = field(default=None, compare=False)

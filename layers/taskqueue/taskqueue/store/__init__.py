@@ -16,12 +16,12 @@ everything from ``taskqueue.store``. May import core only.
 
 from __future__ import annotations
 
+from taskqueue.core.fairness import FairTurn
 from taskqueue.store.claims import WorkerTransitions
 from taskqueue.store.control import QueueControl, QueueControls, Token
 from taskqueue.store.counts import Counts, QueueDepth
 from taskqueue.store.delayed_head import DelayedHeads
 from taskqueue.store.dynamo import count_all, make_client
-from taskqueue.store.finding import FairTurn
 from taskqueue.store.gauges import QueueGaugeReads
 from taskqueue.store.group_views import GroupsView, GroupView, GroupViews
 from taskqueue.store.matches import CallFacts, MatchPlans, MatchTransitions, PlanHead

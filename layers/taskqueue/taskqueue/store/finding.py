@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 from taskqueue.core import fairness, keys
 from taskqueue.core.delayed_head import Part
 from taskqueue.core.errors import TaskNotFound
-from taskqueue.core.fairness import RingEntry
+from taskqueue.core.fairness import FairTurn, RingEntry
 from taskqueue.core.model import Task
 from taskqueue.core.states import TaskStatus
 from taskqueue.store.groups import GroupRing
@@ -190,13 +189,10 @@ class WorkFinding(GroupRing):
         held_back = frozenset() if fair is None else fair.held_back
 
         def servable_now(entry: RingEntry) -> bool:
-            if entry.group in held_back:
-                return False
-            if entry.paused_until_ms is None or entry.paused_until_ms <= now_ms:
-                return True
-            if fair is not None and fair.on_paused is not None:  # never offered, so never admitted: say when it may be
-                fair.on_paused(entry.group, entry.paused_until_ms)
-            return False
+            paused = entry.paused_until_ms is not None and entry.paused_until_ms > now_ms
+            if paused and entry.group not in held_back and fair is not None and fair.on_paused is not None:
+                fair.on_paused(entry.group, entry.paused_until_ms)  # never offered, so never admitted: say until when
+            return entry.group not in held_back and not paused
 
         servable: list[RingEntry | None] = []
         wrapped_at: int | None = None
@@ -392,16 +388,3 @@ class WorkFinding(GroupRing):
                 continue
         return None
 
-
-@dataclass(frozen=True)
-class FairTurn:
-    """A worker's place in fair share: its cursor on each shard's ring (the ring sort of the group it claimed from
-    last; ``""``: the default group) and the groups it holds back for now (at a concurrency or rate limit)."""
-
-    after: Mapping[int, str] = field(default_factory=dict)
-    held_back: frozenset[str] = frozenset()
-    # False: the queue's record says no group was ever put on its ring (``hasGroups``): the look reads no ring.
-    groups: bool = True
-    # Told (group, pause end in epoch ms) of each paused group the look passes over on the ring: its tasks are never
-    # offered, so the worker learns this way when to have the queue woken for them.
-    on_paused: Callable[[str, int], None] | None = field(default=None, compare=False)
