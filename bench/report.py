@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench import cost_floor, idle_cost, pickup
+from bench import cost_floor, idle_cost, pickup, workflow_cost
 from bench.common import ROOT, Spread
 from bench.dollars import (
     DEFAULT_UTILISATION,
@@ -105,6 +105,8 @@ def build_table(r: dict[str, Any]) -> Table:
                   REFERENCE[f"provisioned@{rate:g}"], f"this project before one way to start work ({REFERENCE_RUN})")
     if "idle_cost" in r:
         idle_section(t, r["idle_cost"])
+    if "workflows" in r:
+        workflow_cost.section(t, r["workflows"])
     t.section("Lambda invocations per 1,000 tasks (invocation model, template values)")
     for rate in RATES:
         m = r["model"]

@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import pickup, tenants  # noqa: E402
+from bench import pickup, tenants, workflow_cost  # noqa: E402
 from bench.common import ROOT, template_values  # noqa: E402
 from bench.dollars import (  # noqa: E402
     DEFAULT_UTILISATION,
@@ -254,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     r["dollars"] = dollars(r["idle"], r["model"])
     say("   an idle stack's month (bench/idle_cost.py)")
     r["idle_cost"] = idle_cost_part()
+    say("   workflow tasks beside plain tasks (bench/workflow_cost.py)")
+    r["workflows"] = workflow_cost.bench(100 if plan.quick else 1000)
     wall = time.monotonic() - started
     # The raw figures first: a table that cannot be built leaves them to build it from.
     Path(args.json).write_text(json.dumps({"plan": plan.describe(), "wall_seconds": wall, **r}, indent=1, default=str))
