@@ -4,8 +4,10 @@
     .venv/bin/python bench/cost_check.py [--out bench/results-cost.md]      # JSON in bench/results-cost.json
 """
 import argparse
+import datetime as dt
 import json
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,8 +34,10 @@ def med(runs, key):
     return statistics.median(x[key] for x in runs)
 
 
+commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 lines = ["# Dollars per million tasks (bench/cost_check.py)", "",
-         "The invocation model's 3 seeds, one 120-task cost-meter run per rate, bench/run.py's `dollars`; template defaults.", "",
+         "The invocation model's 3 seeds, one 120-task cost-meter run per rate, bench/run.py's `dollars`; template defaults. "
+         f"Run {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, commit `{commit}`.", "",
          "| design @ rate | $ total | DynamoDB | Lambda requests | Lambda GB-s | SNS / SQS | write units | read units | invocations per 1,000 | peak Lambda concurrency | p95 create -> claim (s) |",
          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for key, d in r["dollars"].items():
