@@ -23,6 +23,7 @@ from taskqueue.core.settings import Settings
 from taskqueue.core.states import TaskStatus
 from taskqueue.store import FairTurn, TaskStore
 from taskqueue.store.groups import DEACTIVATION_GRACE_MS, SETTLE_MS
+from taskqueue.work import worker as worker_module
 from taskqueue.work.worker import Worker
 from tests import dynamodb_local
 from tests.integration.test_delayed_head import recorded
@@ -173,19 +174,33 @@ def test_a_free_slot_goes_to_a_quiet_groups_burst_before_a_group_that_had_the_ru
         assert fourth.group == "quiet", "the group that had the runner for 6 slot-seconds took the slot from a quiet burst"
 
 
-def test_slots_that_free_together_do_not_all_go_to_the_group_that_had_least(store, clock):
+def test_slots_that_free_together_do_not_all_go_to_the_group_that_had_least(store, clock, monkeypatch):
     """The quiet group's task runs 2 s; as it ends, both of the worker's slots are free and one look finds both groups'
     tasks: the first claim goes to the busy group (it had nothing yet), the second to the quiet one, since the claim
     just made weighs on the busy group at once (by the look's order alone both went to the busy group)."""
     create(store, clock.now_ms(), 1, group="quiet")
     claims: list[str] = []
+    # The run looks once more after its first claim (empty), then only when the task ends (no idle poll meanwhile):
+    # the new tasks are written after that look, so that the task's end is the first to see them.
+    monkeypatch.setattr(worker_module, "IDLE_POLL_SECONDS", 60.0)
+    looks = [0]
+    looked_after_the_claim = threading.Event()
+    original_look = store.look
+
+    def counted_look(*args, **kwargs):
+        found = original_look(*args, **kwargs)
+        looks[0] += 1
+        if looks[0] == 2:
+            looked_after_the_claim.set()
+        return found
+
+    monkeypatch.setattr(store, "look", counted_look)
 
     def runner(task):
         claims.append(task.group)
         if len(claims) == 1:
-            time.sleep(0.2)  # orders two threads, not a clock: the run looks (empty) and waits for this task first
+            assert looked_after_the_claim.wait(10)
             clock.advance(2)
-            # Both groups' tasks in one write, so that no look (a peek as the run's wait times out) sees one group's alone.
             body = {"queue": "work", "count": 2}
             store.put_tasks([task for group in ("busy", "quiet") for task in new_tasks(
                 parse_create_request(body | {"group": group}, store.settings), clock.now_ms(), store.settings)])
