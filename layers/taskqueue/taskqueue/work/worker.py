@@ -366,7 +366,8 @@ class _Run:
     def wants_early_tail_call(self) -> bool:
         """At its budget, with claimable work left and its own tasks still running: their slots, as they come free,
         are for the next invocation (the stream starts that came meanwhile may have found the limit full and ended)."""
-        if self.w._tail_call is None or self.report.stopped_by != "budget" or not self.tasks.busy:
+        if self.w._tail_call is None or self.report.stopped_by != "budget" or not self.tasks.busy \
+                or self.store.running_limit(self.queue) is None:  # no slot to come free: the run's end decides
             return False
         return self.work_left()
 
